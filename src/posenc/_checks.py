@@ -1,0 +1,121 @@
+"""Argument validation shared by every public function.
+
+Every check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, value out
+of range) with a message that names the argument, shows the value given and says what is
+allowed, e.g. ``d_model must be a positive integer, got 0``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "check_base",
+    "check_float_dtype",
+    "check_int",
+    "check_positions",
+    "check_probability",
+]
+
+_FLOAT_DTYPES = (np.float16, np.float32, np.float64)
+
+
+def _show(value: Any) -> str:
+    """A short ``repr`` for error messages (long arrays are summarised)."""
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """Return ``value`` as a Python int; reject bools, floats and values below ``minimum``.
+
+    >>> check_int("d_model", 8, minimum=1)
+    8
+    >>> check_int("d_model", 0, minimum=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model must be an integer >= 1, got 0
+    """
+    allowed = "an integer" if minimum is None else f"an integer >= {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)} ({type(value).__name__})")
+    result = int(value)
+    if minimum is not None and result < minimum:
+        raise ValueError(f"{name} must be {allowed}, got {result}")
+    return result
+
+
+def check_base(name: str, value: Any) -> float:
+    """Return ``value`` as a float; it must be a finite real number > 0 (the wavelength base).
+
+    A base of 1 is allowed (every frequency is then 1); a base in (0, 1) makes the
+    frequencies grow instead of shrink, which is unusual but well defined.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive finite number, got {_show(value)}")
+    result = float(value)
+    if not math.isfinite(result) or result <= 0.0:
+        raise ValueError(f"{name} must be a positive finite number, got {result!r}")
+    return result
+
+
+def check_probability(name: str, value: Any) -> float:
+    """Return ``value`` as a float in [0, 1] (a dropout probability)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1], got {_show(value)}")
+    result = float(value)
+    if not 0.0 <= result <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must be a number in [0, 1], got {result!r}")
+    return result
+
+
+def check_float_dtype(name: str, value: Any) -> np.dtype[Any]:
+    """Return ``np.dtype(value)``; only float16, float32 and float64 are allowed.
+
+    bfloat16 has no NumPy dtype; the PyTorch front-end (``posenc.torch``) produces it.
+    """
+    dtype: np.dtype[Any] | None
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.type not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be one of float16, float32, float64, got {_show(value)}"
+            " (for bfloat16 use posenc.torch)"
+        )
+    return dtype
+
+
+def check_positions(name: str, value: Any) -> npt.NDArray[Any]:
+    """Return positions as an integer or float64 array of any shape.
+
+    Integers (any integer dtype, or Python ints) are kept exact as int64; real numbers become
+    float64. Booleans, complex numbers, strings, NaN and infinities are rejected.
+    """
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged lists and the like
+        raise TypeError(f"{name} must be an array of numbers, got {_show(value)}") from exc
+    kind = array.dtype.kind
+    if kind in "iu":
+        if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"{name} must fit in int64, got a value above 2**63 - 1")
+        return array.astype(np.int64, copy=False)
+    if kind == "f":
+        array = array.astype(np.float64, copy=False)
+        if not np.all(np.isfinite(array)):
+            bad = array[~np.isfinite(array)].flat[0]
+            raise ValueError(f"{name} must be finite, got {bad!r} among its values")
+        return array
+    raise TypeError(
+        f"{name} must contain integers or real numbers, got dtype {array.dtype}"
+        + (" (booleans are not positions; see positions_from_mask)" if kind == "b" else "")
+    )

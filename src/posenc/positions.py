@@ -1,0 +1,153 @@
+"""Position ids: where each token sits, for padding, packing, caching and fairseq numbering.
+
+All functions take and return NumPy integer arrays (int64). The last axis is the sequence.
+
+============================  ==================================================================
+function                      positions it returns
+============================  ==================================================================
+``positions_from_mask``       0, 1, 2, ... over the real tokens of a (left or right) padded batch
+``positions_from_segments``   restart at 0 whenever the segment id changes (packed documents)
+``positions_from_cu_seqlens`` restart at 0 at every boundary of flattened packed sequences
+``positions_from_tokens``     fairseq / M2M100: ``padding_idx + 1 + i`` for real tokens, pads at
+                              ``padding_idx``
+============================  ==================================================================
+
+``offset`` shifts the positions of real tokens, for incremental decoding with a cache: the first
+new token of step ``t`` has position ``offset`` = number of real tokens already seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._checks import _show, check_int
+
+__all__ = [
+    "positions_from_cu_seqlens",
+    "positions_from_mask",
+    "positions_from_segments",
+    "positions_from_tokens",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _as_sequence_array(name: str, value: Any, kinds: str) -> npt.NDArray[Any]:
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array, got {_show(value)}") from exc
+    if array.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be an integer array, got dtype {array.dtype}")
+    if array.ndim == 0:
+        raise ValueError(f"{name} must have at least one axis (the sequence), got a scalar")
+    return array
+
+
+def positions_from_mask(mask: Any, *, offset: int = 0, pad_position: int = 0) -> IntArray:
+    """Positions of the real tokens of a padded batch, counted from ``offset``.
+
+    Args:
+        mask: array of shape ``(..., s)``, 1/True for real tokens and 0/False for padding
+            (HF ``attention_mask``). Padding may be on the left, the right, or both.
+        offset: position of the first real token (tokens already in a KV cache), int >= 0.
+        pad_position: the value written at padding (it is masked anyway), int >= 0.
+
+    Returns:
+        int64 array of the same shape as ``mask``.
+
+    >>> positions_from_mask([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]])
+    array([[0, 0, 0, 1, 2],
+           [0, 1, 2, 3, 0]])
+    >>> positions_from_mask([[0, 1, 1]], offset=4)
+    array([[0, 4, 5]])
+    """
+    array = _as_sequence_array("mask", mask, "biu")
+    if array.dtype.kind != "b" and array.size and not np.all((array == 0) | (array == 1)):
+        raise ValueError("mask must contain only 0/1 (or False/True) values")
+    offset = check_int("offset", offset, minimum=0)
+    pad_position = check_int("pad_position", pad_position, minimum=0)
+    real = array.astype(bool)
+    counts = np.cumsum(real, axis=-1, dtype=np.int64) - 1 + offset
+    return np.where(real, counts, pad_position).astype(np.int64)
+
+
+def positions_from_segments(segment_ids: Any) -> IntArray:
+    """Positions that restart at 0 wherever the segment id changes along the last axis.
+
+    Use for packed sequences: several documents concatenated in one row, each numbered from 0.
+
+    Args:
+        segment_ids: integer array ``(..., s)``; a run of equal ids is one document.
+
+    Returns:
+        int64 array of the same shape.
+
+    >>> positions_from_segments([[0, 0, 0, 1, 1, 2]])
+    array([[0, 1, 2, 0, 1, 0]])
+    """
+    seg = _as_sequence_array("segment_ids", segment_ids, "iu")
+    length = seg.shape[-1]
+    index = np.broadcast_to(np.arange(length, dtype=np.int64), seg.shape)
+    starts = np.ones(seg.shape, dtype=bool)
+    starts[..., 1:] = seg[..., 1:] != seg[..., :-1]
+    start_index = np.maximum.accumulate(np.where(starts, index, 0), axis=-1)
+    return (index - start_index).astype(np.int64)
+
+
+def positions_from_cu_seqlens(cu_seqlens: Any) -> IntArray:
+    """Positions of flattened packed sequences given cumulative lengths (flash-attn varlen).
+
+    Args:
+        cu_seqlens: 1-D integer array ``[0, l_0, l_0 + l_1, ...]``, starting at 0 and
+            non-decreasing (empty sequences allowed).
+
+    Returns:
+        int64 array of shape ``(cu_seqlens[-1],)``.
+
+    >>> positions_from_cu_seqlens([0, 3, 5, 9])
+    array([0, 1, 2, 0, 1, 0, 1, 2, 3])
+    """
+    cu = _as_sequence_array("cu_seqlens", cu_seqlens, "iu").astype(np.int64)
+    if cu.ndim != 1:
+        raise ValueError(f"cu_seqlens must be 1-D, got shape {cu.shape}")
+    if cu.size == 0:
+        raise ValueError("cu_seqlens must start with 0, got an empty array")
+    if cu[0] != 0:
+        raise ValueError(f"cu_seqlens must start at 0, got {int(cu[0])}")
+    lengths = np.diff(cu)
+    if np.any(lengths < 0):
+        raise ValueError(f"cu_seqlens must be non-decreasing, got {cu.tolist()[:16]}")
+    total = int(cu[-1])
+    return np.arange(total, dtype=np.int64) - np.repeat(cu[:-1], lengths)
+
+
+def positions_from_tokens(tokens: Any, padding_idx: int, *, offset: int = 0) -> IntArray:
+    """fairseq / M2M100 numbering: real tokens get ``padding_idx + 1 + offset + i``.
+
+    Padding tokens (equal to ``padding_idx``) get ``padding_idx``, whose row fairseq zeroes.
+    This is fairseq ``utils.make_positions`` and transformers
+    ``M2M100...create_position_ids_from_input_ids`` (``offset`` = ``past_key_values_length``).
+
+    Args:
+        tokens: integer token ids ``(..., s)``.
+        padding_idx: the padding token id, int >= 0.
+        offset: tokens already processed (incremental decoding), int >= 0.
+
+    Returns:
+        int64 array of the same shape as ``tokens``.
+
+    >>> positions_from_tokens([[1, 1, 7, 8, 9], [5, 6, 7, 8, 1]], padding_idx=1)
+    array([[1, 1, 2, 3, 4],
+           [2, 3, 4, 5, 1]])
+    """
+    tok = _as_sequence_array("tokens", tokens, "iu")
+    padding_idx = check_int("padding_idx", padding_idx, minimum=0)
+    offset = check_int("offset", offset, minimum=0)
+    real = tok != padding_idx
+    counts = np.cumsum(real, axis=-1, dtype=np.int64) + offset
+    result: IntArray = (counts * real + padding_idx).astype(np.int64)
+    return result

@@ -1,0 +1,27 @@
+"""PyTorch front-end: thin modules and functions over the float64 NumPy core.
+
+Requires PyTorch (``pip install "posenc[torch]"``). Every table is computed in float64 and
+rounded once to the dtype it is used in, including float16 and bfloat16.
+
+>>> from posenc.torch import SinusoidalPositionalEncoding
+>>> SinusoidalPositionalEncoding(512, dropout=0.1)
+SinusoidalPositionalEncoding(
+  d_model=512, convention='paper', base=10000.0, batch_first=True, max_len=None
+  (dropout): Dropout(p=0.1, inplace=False)
+)
+"""
+
+from __future__ import annotations
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without torch
+    raise ImportError(
+        "posenc.torch needs PyTorch: pip install 'posenc[torch]' (or install torch yourself)"
+    ) from exc
+
+from .embedding import TransformerEmbedding
+from .functional import cast_exact, sinusoidal
+from .sinusoidal import SinusoidalPositionalEncoding
+
+__all__ = ["SinusoidalPositionalEncoding", "TransformerEmbedding", "cast_exact", "sinusoidal"]

@@ -1,0 +1,142 @@
+"""``TransformerEmbedding``: token embedding × sqrt(d) + positional encoding (+ segments).
+
+Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``d_model``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._checks import check_int, check_probability
+from .sinusoidal import SinusoidalPositionalEncoding
+
+__all__ = ["TransformerEmbedding"]
+
+
+def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None) -> None:
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor, got dtype {ids.dtype}")
+    if like is not None and ids.shape != like.shape:
+        raise ValueError(
+            f"{name} must have the shape of tokens {tuple(like.shape)}, got {tuple(ids.shape)}"
+        )
+    if ids.dim() not in (1, 2):
+        raise ValueError(f"{name} must have shape (b, s), (s, b) or (s,), got {tuple(ids.shape)}")
+    if ids.numel() and not torch.compiler.is_compiling():
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= upper:
+            raise ValueError(
+                f"{name} must lie in [0, {upper - 1}], got values from {low} to {high}"
+            )
+
+
+class TransformerEmbedding(nn.Module):
+    """Token embedding scaled by sqrt(d_model), plus the sinusoidal encoding, then dropout.
+
+    ``forward(tokens)`` = ``dropout(E[tokens] * sqrt(d) + PE + S[segments])``, the input layer
+    of "Attention Is All You Need" (section 3.4) with BERT-style segment embeddings when
+    ``num_segments > 0`` (seeds 002 and 003).
+
+    Args:
+        vocab_size: number of token ids, an integer >= 1.
+        d_model: embedding width ``d``, an integer >= 1.
+        padding_idx: token id whose embedding is zero and gets no gradient (``nn.Embedding``).
+            Positions are not changed by it; pass
+            ``positions=posenc.positions_from_tokens(...)`` for fairseq numbering.
+        num_segments: size of the segment (token type) vocabulary; 0 for none.
+        dropout: dropout probability after the sum, in [0, 1].
+        scale: multiply the token embedding by sqrt(d_model) (True, the paper) or not.
+        convention, base, batch_first, max_len: passed to :class:`SinusoidalPositionalEncoding`.
+        device, dtype: factory kwargs for the embeddings and the cached table.
+
+    Shapes:
+        ``tokens`` and ``segments``: ``(b, s)`` (``(s, b)`` if not ``batch_first``) or ``(s,)``,
+        integer; output ``(*tokens.shape, d)`` in the embedding dtype.
+
+    >>> emb = TransformerEmbedding(100, 8, num_segments=2, dropout=0.0)
+    >>> tokens = torch.tensor([[5, 6, 7], [8, 9, 0]])
+    >>> emb(tokens, segments=torch.tensor([[0, 0, 1], [0, 1, 1]])).shape
+    torch.Size([2, 3, 8])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        *,
+        padding_idx: int | None = None,
+        num_segments: int = 0,
+        dropout: float = 0.1,
+        scale: bool = True,
+        convention: str = "paper",
+        base: float = 10000.0,
+        batch_first: bool = True,
+        max_len: int | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        if padding_idx is not None:
+            padding_idx = check_int("padding_idx", padding_idx, minimum=0)
+            if padding_idx >= self.vocab_size:
+                raise ValueError(
+                    f"padding_idx must be in [0, {self.vocab_size - 1}], got {padding_idx}"
+                )
+        self.padding_idx = padding_idx
+        self.num_segments = check_int("num_segments", num_segments, minimum=0)
+        if not isinstance(scale, bool):
+            raise TypeError(f"scale must be True or False, got {scale!r}")
+        self.scale = scale
+        factory = {"device": device, "dtype": dtype}
+        self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
+        self.segment = (
+            nn.Embedding(self.num_segments, self.d_model, **factory) if self.num_segments else None
+        )
+        self.position = SinusoidalPositionalEncoding(
+            self.d_model,
+            base=base,
+            convention=convention,
+            batch_first=batch_first,
+            max_len=max_len,
+            **factory,
+        )
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        segments: torch.Tensor | None = None,
+        positions: Any = None,
+        offset: int = 0,
+    ) -> torch.Tensor:
+        """Embed ``tokens`` (and ``segments``; all zeros when omitted and ``num_segments > 0``).
+
+        ``positions`` and ``offset`` are passed to :class:`SinusoidalPositionalEncoding`.
+        """
+        _check_ids("tokens", tokens, self.vocab_size)
+        if self.segment is None:
+            if segments is not None:
+                raise ValueError("segments were given but num_segments is 0; set num_segments")
+        elif segments is not None:
+            _check_ids("segments", segments, self.num_segments, like=tokens)
+        x = self.token(tokens)
+        if self.scale:
+            x = x * math.sqrt(self.d_model)
+        x = self.position(x, positions=positions, offset=offset)
+        if self.segment is not None:
+            # Omitted segments are all 0: add row 0 without gathering it per token.
+            x = x + (self.segment(segments) if segments is not None else self.segment.weight[0])
+        out: torch.Tensor = self.dropout(x)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"
