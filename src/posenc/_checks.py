@@ -112,7 +112,7 @@ def check_positions(name: str, value: Any) -> npt.NDArray[Any]:
     if kind == "f":
         array = array.astype(np.float64, copy=False)
         if not np.all(np.isfinite(array)):
-            bad = array[~np.isfinite(array)].flat[0]
+            bad = float(array[~np.isfinite(array)].flat[0])
             raise ValueError(f"{name} must be finite, got {bad!r} among its values")
         return array
     raise TypeError(

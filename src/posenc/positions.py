@@ -40,6 +40,8 @@ def _as_sequence_array(name: str, value: Any, kinds: str) -> npt.NDArray[Any]:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array, got {_show(value)}") from exc
+    if array.size == 0 and array.dtype.kind == "f":  # [] and [[]] come out as float64
+        array = array.astype(np.int64)
     if array.dtype.kind not in kinds:
         raise TypeError(f"{name} must be an integer array, got dtype {array.dtype}")
     if array.ndim == 0:

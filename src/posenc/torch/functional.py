@@ -133,7 +133,7 @@ def sinusoidal(
     tensor([[0.0000, 1.0000, 0.0000, 1.0000],
             [0.8415, 0.5403, 0.0100, 0.9999]])
     >>> sinusoidal(torch.tensor([65520]), 2, dtype=torch.float16)  # no inf, unlike fp16 recipes
-    tensor([[0.4312, 0.9023]], dtype=torch.float16)
+    tensor([[-0.8706,  0.4919]], dtype=torch.float16)
     """
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)

@@ -1,0 +1,1 @@
+"""Reproducible measurement scripts; run from the repository root with ``python -m``."""
