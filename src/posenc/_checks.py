@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 __all__ = [
     "check_base",
+    "check_bool",
     "check_float_dtype",
     "check_int",
     "check_positions",
@@ -50,6 +51,13 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(f"{name} must be {allowed}, got {result}")
     return result
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` must be exactly True or False (not 0/1, not a string)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {_show(value)}")
+    return bool(value)
 
 
 def check_base(name: str, value: Any) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_int, check_probability
+from .._checks import check_bool, check_int, check_probability
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerEmbedding"]
@@ -92,9 +92,7 @@ class TransformerEmbedding(nn.Module):
                 )
         self.padding_idx = padding_idx
         self.num_segments = check_int("num_segments", num_segments, minimum=0)
-        if not isinstance(scale, bool):
-            raise TypeError(f"scale must be True or False, got {scale!r}")
-        self.scale = scale
+        self.scale = check_bool("scale", scale)
         factory = {"device": device, "dtype": dtype}
         self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
         self.segment = (

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_int, check_probability
+from .._checks import check_base, check_bool, check_int, check_probability
 from ..conventions import get_convention
 from ..frequencies import frequencies
 from ..sinusoidal import feature_slices
@@ -88,9 +88,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.base = check_base("base", base)
         self.convention = get_convention(convention).name
-        if not isinstance(batch_first, bool):
-            raise TypeError(f"batch_first must be True or False, got {batch_first!r}")
-        self.batch_first = batch_first
+        self.batch_first = check_bool("batch_first", batch_first)
         self.max_len = None if max_len is None else check_int("max_len", max_len, minimum=0)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self._layout = feature_slices(self.d_model, self.convention)
