@@ -94,10 +94,10 @@ def _positions_array(positions: Any) -> npt.NDArray[Any]:
         length = check_int("positions", positions, minimum=0)
         return np.arange(length, dtype=np.int64)
     array = check_positions("positions", positions)
-    if array.size and float(np.max(np.abs(array))) > MAX_EXACT_POSITION:
+    largest = float(np.max(np.abs(array.astype(np.float64)))) if array.size else 0.0
+    if largest > MAX_EXACT_POSITION:  # (in float64: np.abs(int64 min) overflows)
         raise ValueError(
-            f"positions must lie within +-2**53 (float64 holds them exactly), "
-            f"got {float(np.max(np.abs(array))):.3g}"
+            f"positions must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
         )
     return array
 

@@ -27,7 +27,11 @@ def _buggy_cosine_table(length: int, d_model: int) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    np.set_printoptions(precision=4, suppress=True, linewidth=100)
+    with np.printoptions(precision=4, suppress=True, linewidth=100):
+        return _demo()
+
+
+def _demo() -> int:
     table = sinusoidal(10, 8)
     print("posenc.sinusoidal(10, 8)  # paper convention, float64 rounded once to float32")
     print(table)

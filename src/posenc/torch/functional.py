@@ -15,7 +15,7 @@ import torch
 from .._checks import check_base, check_int
 from ..conventions import get_convention
 from ..frequencies import frequencies
-from ..sinusoidal import FeatureSlices, feature_slices, fill_features
+from ..sinusoidal import MAX_EXACT_POSITION, FeatureSlices, feature_slices, fill_features
 
 __all__ = ["as_positions", "cast_exact", "sinusoidal", "sinusoidal_from_omega"]
 
@@ -96,12 +96,14 @@ def as_positions(name: str, positions: Any, device: Any = None) -> torch.Tensor:
             ) from exc
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must hold integers or real numbers, got dtype {positions.dtype}")
-    if (
-        positions.is_floating_point()
-        and not torch.compiler.is_compiling()
-        and not bool(torch.isfinite(positions).all())
-    ):
-        raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
+    if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
+        if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
+            raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
+        largest = float(positions.abs().max())
+        if largest > MAX_EXACT_POSITION:
+            raise ValueError(
+                f"{name} must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
+            )
     result: torch.Tensor = positions
     return result
 

@@ -5,6 +5,7 @@ Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``d_model``.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import torch
@@ -17,6 +18,14 @@ from ..sinusoidal import feature_slices
 from .functional import as_positions, check_dtype, sinusoidal_from_omega
 
 __all__ = ["SinusoidalPositionalEncoding", "check_offset"]
+
+
+def _offset(positions: torch.Tensor, offset: int) -> torch.Tensor:
+    """``positions + offset`` in int64 / float64, so narrow dtypes neither wrap nor round."""
+    if not offset:
+        return positions
+    wide = torch.float64 if positions.is_floating_point() else torch.int64
+    return positions.to(wide) + offset
 
 
 def check_offset(offset: Any) -> int:
@@ -57,9 +66,11 @@ class SinusoidalPositionalEncoding(nn.Module):
     needs rows past ``n`` starting no further than ``n`` (the usual growth of a sequence) the
     buffer is rebuilt with ``max(needed, 2 n)`` rows: amortised geometric growth whose size
     stays within twice the longest contiguous range ever requested. Anything else (a far
-    jump in ``offset``, explicit ``positions``, a dtype/device other than the buffer's that
-    cannot be cached, or a call traced by ``torch.compile``) is computed on the fly from the
-    float64 frequencies, with identical values. ``.to(dtype/device)``, ``.half()`` and
+    jump in ``offset``, explicit ``positions``, ``encoding`` in a dtype/device other than the
+    buffer's, or a call traced by ``torch.compile``) is computed on the fly from the float64
+    frequencies, with identical values. ``forward`` on an input of another dtype or device
+    rebuilds the buffer there (the cache follows the input; inputs that alternate dtypes
+    pay a rebuild each time). ``.to(dtype/device)``, ``.half()`` and
     ``to_empty`` rebuild the buffer from float64 instead of casting it.
 
     >>> pe = SinusoidalPositionalEncoding(6)
@@ -112,24 +123,30 @@ class SinusoidalPositionalEncoding(nn.Module):
             return self._compute(torch.arange(rows, device=device), dtype)
 
     def _rows(
-        self, start: int, stop: int, dtype: torch.dtype, device: torch.device
+        self, start: int, stop: int, dtype: torch.dtype, device: torch.device, *, adopt: bool
     ) -> torch.Tensor:
-        """Rows ``start .. stop-1`` of the table in ``dtype`` on ``device``: (stop-start, d)."""
+        """Rows ``start .. stop-1`` of the table in ``dtype`` on ``device``: (stop-start, d).
+
+        ``adopt``: a dtype/device other than the cache's may replace the cache (forward follows
+        its input); otherwise such a request is computed on the fly.
+        """
         pe = self.pe
         same = pe.dtype == dtype and pe.device == device
         if same and stop <= pe.shape[0]:
             return pe[start:stop]
-        cached = pe.shape[0] if same else 0
-        if not torch.compiler.is_compiling() and start <= max(cached, pe.shape[0]):
-            self.pe = self._build(max(stop, 2 * cached, pe.shape[0]), dtype, device)
+        cached = pe.shape[0]
+        if not torch.compiler.is_compiling() and (same or adopt) and start <= cached:
+            self.pe = self._build(max(stop, 2 * cached if same else cached), dtype, device)
             return self.pe[start:stop]
         return self._compute(torch.arange(start, stop, device=device), dtype)
 
     def _apply(self, fn: Any, recurse: bool = True) -> SinusoidalPositionalEncoding:
         # nn.Module casts (.to, .half, .bfloat16, to_empty, ...) would round the table twice or
         # leave it uninitialised; rebuild it from float64 where the cast put it instead.
+        before = self.pe
         super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        self.pe = self._build(self.pe.shape[0], self.pe.dtype, self.pe.device)
+        if self.pe is not before:  # in-place ops (share_memory_, a no-op .to) keep theirs
+            self.pe = self._build(self.pe.shape[0], self.pe.dtype, self.pe.device)
         return self
 
     # -- checks -----------------------------------------------------------------------------
@@ -166,8 +183,7 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"positions must have shape (s,) = ({seq_len},) or {per_token} = "
                 f"{tuple(x.shape[:-1])} for x of shape {tuple(x.shape)}, got {tuple(pos.shape)}"
             )
-        pos = pos.to(x.device)
-        return pos + offset if offset else pos
+        return _offset(pos.to(x.device), offset)
 
     # -- API --------------------------------------------------------------------------------
 
@@ -193,11 +209,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         offset = check_offset(offset)
         dtype = check_dtype("dtype", self.pe.dtype if dtype is None else dtype)
         device = self.pe.device if device is None else torch.device(device)
-        if isinstance(length_or_positions, int) and not isinstance(length_or_positions, bool):
+        if isinstance(length_or_positions, numbers.Integral) and not isinstance(
+            length_or_positions, bool
+        ):
             length = check_int("length_or_positions", length_or_positions, minimum=0)
-            return self._rows(offset, offset + length, dtype, device)
+            return self._rows(offset, offset + length, dtype, device, adopt=False)
         pos = as_positions("length_or_positions", length_or_positions, device).to(device)
-        return self._compute(pos + offset if offset else pos, dtype)
+        return self._compute(_offset(pos, offset), dtype)
 
     def forward(self, x: torch.Tensor, *, positions: Any = None, offset: int = 0) -> torch.Tensor:
         """``dropout(x + PE)``; see the class docstring for shapes.
@@ -214,7 +232,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         offset = check_offset(offset)
         seq_dim = self._seq_dim(x)
         if positions is None:
-            pe = self._rows(offset, offset + x.shape[seq_dim], x.dtype, x.device)
+            pe = self._rows(offset, offset + x.shape[seq_dim], x.dtype, x.device, adopt=True)
         else:
             pe = self._compute(self._positions(positions, offset, x), x.dtype)
         if pe.dim() == 2 and x.dim() == 3 and seq_dim == 0:
