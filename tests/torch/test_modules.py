@@ -892,3 +892,15 @@ def test_share_memory_keeps_pe_shared():
     m = SinusoidalPositionalEncoding(8, max_len=4)
     m.share_memory()
     assert m.pe.is_shared()
+
+
+@pytest.mark.parametrize("value", [2**60, -(2**63)])
+def test_positions_beyond_float64_exactness_are_rejected(value):
+    """Like the NumPy core: float64 holds integer positions exactly only up to 2**53.
+
+    -2**63 matters because abs() of the int64 minimum overflows to a negative number.
+    """
+    with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
+        sinusoidal(torch.tensor([value]), 4)
+    with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
+        posenc.sinusoidal(np.array([value], dtype=np.int64), 4)

@@ -99,7 +99,7 @@ def as_positions(name: str, positions: Any, device: Any = None) -> torch.Tensor:
     if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
         if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
             raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
-        largest = float(positions.abs().max())
+        largest = float(positions.to(torch.float64).abs().max())  # int64 min: abs overflows
         if largest > MAX_EXACT_POSITION:
             raise ValueError(
                 f"{name} must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
