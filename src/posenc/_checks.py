@@ -19,9 +19,14 @@ __all__ = [
     "check_bool",
     "check_float_dtype",
     "check_int",
+    "check_position_magnitude",
     "check_positions",
     "check_probability",
+    "is_length",
 ]
+
+#: Largest |position| whose integer value float64 holds exactly.
+MAX_EXACT_POSITION = 2**53
 
 _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
@@ -51,6 +56,19 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(f"{name} must be {allowed}, got {result}")
     return result
+
+
+def is_length(value: Any) -> bool:
+    """True when ``value`` is an integer (not a bool) meaning "positions 0 .. value-1"."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def check_position_magnitude(name: str, largest: float) -> None:
+    """``largest`` (the max |position|, in float64) must not exceed 2**53."""
+    if largest > MAX_EXACT_POSITION:
+        raise ValueError(
+            f"{name} must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
+        )
 
 
 def check_bool(name: str, value: Any) -> bool:

@@ -11,21 +11,24 @@ output dtype (to nearest, once). Hence:
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_base, check_float_dtype, check_int, check_positions
+from ._checks import (
+    check_base,
+    check_float_dtype,
+    check_int,
+    check_position_magnitude,
+    check_positions,
+    is_length,
+)
 from .conventions import get_convention
 from .frequencies import frequencies
 
 __all__ = ["FeatureSlices", "feature_slices", "fill_features", "sinusoidal"]
-
-#: Largest |position| whose integer value float64 holds exactly.
-MAX_EXACT_POSITION = 2**53
 
 # Rows per chunk when filling a table: keeps the float64 temporaries near 2 MiB each.
 _CHUNK_ELEMENTS = 1 << 18
@@ -90,15 +93,12 @@ def fill_features(
 
 def _positions_array(positions: Any) -> npt.NDArray[Any]:
     """An int L means 0..L-1; anything else is an array of positions (checked)."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool | np.bool_):
+    if is_length(positions):
         length = check_int("positions", positions, minimum=0)
         return np.arange(length, dtype=np.int64)
     array = check_positions("positions", positions)
-    largest = float(np.max(np.abs(array.astype(np.float64)))) if array.size else 0.0
-    if largest > MAX_EXACT_POSITION:  # (in float64: np.abs(int64 min) overflows)
-        raise ValueError(
-            f"positions must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
-        )
+    if array.size:  # in float64: np.abs of the int64 minimum overflows
+        check_position_magnitude("positions", float(np.max(np.abs(array.astype(np.float64)))))
     return array
 
 

@@ -5,17 +5,16 @@ Shapes: ``S`` is any shape of positions, ``d`` is ``d_model``.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 
 import torch
 
-from .._checks import check_base, check_int
+from .._checks import check_base, check_int, check_position_magnitude, is_length
 from ..conventions import get_convention
 from ..frequencies import frequencies
-from ..sinusoidal import MAX_EXACT_POSITION, FeatureSlices, feature_slices, fill_features
+from ..sinusoidal import FeatureSlices, feature_slices, fill_features
 
 __all__ = ["as_positions", "cast_exact", "sinusoidal", "sinusoidal_from_omega"]
 
@@ -99,11 +98,8 @@ def as_positions(name: str, positions: Any, device: Any = None) -> torch.Tensor:
     if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
         if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
             raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
-        largest = float(positions.to(torch.float64).abs().max())  # int64 min: abs overflows
-        if largest > MAX_EXACT_POSITION:
-            raise ValueError(
-                f"{name} must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
-            )
+        # in float64: abs of the int64 minimum overflows
+        check_position_magnitude(name, float(positions.to(torch.float64).abs().max()))
     result: torch.Tensor = positions
     return result
 
@@ -140,7 +136,7 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+    if is_length(positions):
         length = check_int("positions", positions, minimum=0)
         pos = torch.arange(length, device=device)
     else:

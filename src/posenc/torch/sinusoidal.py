@@ -5,13 +5,12 @@ Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``d_model``.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int, check_probability
+from .._checks import check_base, check_bool, check_int, check_probability, is_length
 from ..conventions import get_convention
 from ..frequencies import frequencies
 from ..sinusoidal import feature_slices
@@ -209,9 +208,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         offset = check_offset(offset)
         dtype = check_dtype("dtype", self.pe.dtype if dtype is None else dtype)
         device = self.pe.device if device is None else torch.device(device)
-        if isinstance(length_or_positions, numbers.Integral) and not isinstance(
-            length_or_positions, bool
-        ):
+        if is_length(length_or_positions):
             length = check_int("length_or_positions", length_or_positions, minimum=0)
             return self._rows(offset, offset + length, dtype, device, adopt=False)
         pos = as_positions("length_or_positions", length_or_positions, device).to(device)
