@@ -22,6 +22,7 @@ __all__ = [
     "check_position_magnitude",
     "check_positions",
     "check_probability",
+    "check_real",
     "is_length",
 ]
 
@@ -63,12 +64,18 @@ def is_length(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def check_position_magnitude(name: str, largest: float) -> None:
-    """``largest`` (the max |position|, in float64) must not exceed 2**53."""
-    if largest > MAX_EXACT_POSITION:
-        raise ValueError(
-            f"{name} must lie within +-2**53 (float64 holds them exactly), got {largest:.3g}"
-        )
+def check_position_magnitude(name: str, smallest: float, largest: float) -> None:
+    """Positions from ``smallest`` to ``largest`` must lie within +-2**53.
+
+    Pass Python ints for integer positions (``int(array.min())``): the comparison is then
+    exact, so 2**53 + 1 is caught even though it rounds to 2**53 in float64.
+    """
+    for value in (smallest, largest):
+        if not -MAX_EXACT_POSITION <= value <= MAX_EXACT_POSITION:
+            shown = f"{value}" if isinstance(value, int) else f"{value:.3g}"
+            raise ValueError(
+                f"{name} must lie within +-2**53 (float64 holds them exactly), got {shown}"
+            )
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -89,6 +96,24 @@ def check_base(name: str, value: Any) -> float:
     result = float(value)
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be a positive finite number, got {result!r}")
+    return result
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float; it must be a finite real number (any sign, zero allowed).
+
+    >>> check_real("scale", 2)
+    2.0
+    >>> check_real("scale", float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: scale must be a finite real number, got nan
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite real number, got {_show(value)}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be a finite real number, got {result!r}")
     return result
 
 

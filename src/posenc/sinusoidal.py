@@ -28,7 +28,7 @@ from ._checks import (
 from .conventions import get_convention
 from .frequencies import frequencies
 
-__all__ = ["FeatureSlices", "feature_slices", "fill_features", "sinusoidal"]
+__all__ = ["FeatureSlices", "feature_slices", "fill_features", "fill_table", "sinusoidal"]
 
 # Rows per chunk when filling a table: keeps the float64 temporaries near 2 MiB each.
 _CHUNK_ELEMENTS = 1 << 18
@@ -91,14 +91,14 @@ def fill_features(
     return out
 
 
-def _positions_array(positions: Any) -> npt.NDArray[Any]:
+def positions_array(positions: Any) -> npt.NDArray[Any]:
     """An int L means 0..L-1; anything else is an array of positions (checked)."""
     if is_length(positions):
         length = check_int("positions", positions, minimum=0)
         return np.arange(length, dtype=np.int64)
     array = check_positions("positions", positions)
-    if array.size:  # in float64: np.abs of the int64 minimum overflows
-        check_position_magnitude("positions", float(np.max(np.abs(array.astype(np.float64)))))
+    if array.size:  # .item(): exact Python ints for integer positions
+        check_position_magnitude("positions", array.min().item(), array.max().item())
     return array
 
 
@@ -140,15 +140,29 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     out_dtype = check_float_dtype("dtype", dtype)
-    pos = _positions_array(positions)
+    pos = positions_array(positions)
     omega = frequencies(d_model, base=base, convention=convention)
     layout = feature_slices(d_model, convention)
 
     flat = pos.reshape(-1)
     out = np.empty((flat.shape[0], d_model), dtype=out_dtype)
+    fill_table(out, flat, omega, layout)
+    return out.reshape(*pos.shape, d_model)
+
+
+def fill_table(
+    out: npt.NDArray[Any],
+    positions: npt.NDArray[Any],
+    omega: npt.NDArray[np.float64],
+    layout: FeatureSlices,
+) -> None:
+    """Fill ``out`` (n, d_model), any float dtype or a memory map, with the rows of ``positions``.
+
+    No argument checks (callers check). Works through the rows in chunks so the float64
+    temporaries stay near 2 MiB each, whatever the size of ``out``.
+    """
     rows = max(1, _CHUNK_ELEMENTS // max(omega.shape[0], 1))
-    for start in range(0, flat.shape[0], rows):
-        chunk = flat[start : start + rows].astype(np.float64)
+    for start in range(0, positions.shape[0], rows):
+        chunk = positions[start : start + rows].astype(np.float64)
         angles = np.multiply.outer(chunk, omega)
         fill_features(out[start : start + rows], angles, layout, np.sin, np.cos)
-    return out.reshape(*pos.shape, d_model)

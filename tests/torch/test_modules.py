@@ -894,13 +894,21 @@ def test_share_memory_keeps_pe_shared():
     assert m.pe.is_shared()
 
 
-@pytest.mark.parametrize("value", [2**60, -(2**63)])
+@pytest.mark.parametrize("value", [2**60, -(2**63), 2**53 + 1, -(2**53) - 1])
 def test_positions_beyond_float64_exactness_are_rejected(value):
     """Like the NumPy core: float64 holds integer positions exactly only up to 2**53.
 
-    -2**63 matters because abs() of the int64 minimum overflows to a negative number.
+    -2**63 matters because abs() of the int64 minimum overflows to a negative number;
+    2**53 + 1 because it rounds to 2**53 in float64, so the check must compare integers.
     """
     with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
         sinusoidal(torch.tensor([value]), 4)
     with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
         posenc.sinusoidal(np.array([value], dtype=np.int64), 4)
+
+
+def test_positions_at_float64_exactness_limit_are_accepted():
+    for value in (2**53, -(2**53)):
+        expected = posenc.sinusoidal(np.array([value], dtype=np.int64), 4, dtype=np.float64)
+        got = sinusoidal(torch.tensor([value]), 4, dtype=torch.float64)
+        np.testing.assert_array_equal(got.numpy(), expected)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 import torch
 
 from .._checks import check_base, check_int, check_position_magnitude, is_length
@@ -57,7 +56,7 @@ def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return bits.view(torch.float32).to(dtype)
 
 
-def _work_device(device: torch.device) -> torch.device:
+def work_device(device: torch.device) -> torch.device:
     """float64 is computed where it exists: MPS has no float64, so it is done on the CPU."""
     return torch.device("cpu") if device.type == "mps" else device
 
@@ -75,7 +74,7 @@ def sinusoidal_from_omega(
     Angles and sin/cos are float64; :func:`cast_exact` is the only rounding.
     """
     device = positions.device
-    work = _work_device(device)
+    work = work_device(device)
     pos = positions.to(device=work, dtype=torch.float64)
     angles = pos.unsqueeze(-1) * omega.to(work)
     table = torch.empty((*pos.shape, d_model), dtype=torch.float64, device=work)
@@ -98,10 +97,22 @@ def as_positions(name: str, positions: Any, device: Any = None) -> torch.Tensor:
     if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
         if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
             raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
-        # in float64: abs of the int64 minimum overflows
-        check_position_magnitude(name, float(positions.to(torch.float64).abs().max()))
+        # .item(): exact Python ints for integer positions (2**53 + 1 is caught)
+        check_position_magnitude(name, positions.min().item(), positions.max().item())
     result: torch.Tensor = positions
     return result
+
+
+def positions_tensor(positions: Any, device: Any = None) -> torch.Tensor:
+    """An int ``L`` means ``arange(L)``; anything else is checked (:func:`as_positions`).
+
+    The result is on ``device`` when one is given.
+    """
+    if is_length(positions):
+        length = check_int("positions", positions, minimum=0)
+        return torch.arange(length, device=device)
+    pos = as_positions("positions", positions, device)
+    return pos if device is None else pos.to(device)
 
 
 def sinusoidal(
@@ -136,13 +147,7 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-    if is_length(positions):
-        length = check_int("positions", positions, minimum=0)
-        pos = torch.arange(length, device=device)
-    else:
-        pos = as_positions("positions", positions, device)
-        if device is not None:
-            pos = pos.to(device)
+    pos = positions_tensor(positions, device)
     omega = torch.from_numpy(frequencies(d_model, base=base, convention=convention))
     layout = feature_slices(d_model, get_convention(convention))
     return sinusoidal_from_omega(pos, omega, layout, d_model, dtype)

@@ -19,7 +19,7 @@ from .functional import as_positions, check_dtype, sinusoidal_from_omega
 __all__ = ["SinusoidalPositionalEncoding", "check_offset"]
 
 
-def _offset(positions: torch.Tensor, offset: int) -> torch.Tensor:
+def add_offset(positions: torch.Tensor, offset: int) -> torch.Tensor:
     """``positions + offset`` in int64 / float64, so narrow dtypes neither wrap nor round."""
     if not offset:
         return positions
@@ -182,7 +182,7 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"positions must have shape (s,) = ({seq_len},) or {per_token} = "
                 f"{tuple(x.shape[:-1])} for x of shape {tuple(x.shape)}, got {tuple(pos.shape)}"
             )
-        return _offset(pos.to(x.device), offset)
+        return add_offset(pos.to(x.device), offset)
 
     # -- API --------------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             length = check_int("length_or_positions", length_or_positions, minimum=0)
             return self._rows(offset, offset + length, dtype, device, adopt=False)
         pos = as_positions("length_or_positions", length_or_positions, device).to(device)
-        return self._compute(_offset(pos, offset), dtype)
+        return self._compute(add_offset(pos, offset), dtype)
 
     def forward(self, x: torch.Tensor, *, positions: Any = None, offset: int = 0) -> torch.Tensor:
         """``dropout(x + PE)``; see the class docstring for shapes.
