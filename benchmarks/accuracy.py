@@ -9,7 +9,7 @@ For each length L it samples the last 32 positions below L and 32 random ones, e
 
 - posenc: ``posenc.sinusoidal(..., dtype=float32)`` (float64 angles, one rounding);
 - the float32 recipe of seed 000 / the PyTorch tutorial (``exp(arange * -log(10000)/d)``),
-  evaluated in NumPy float32.
+  evaluated in NumPy float32 (:func:`posenc.analysis.float32_recipe`).
 """
 
 from __future__ import annotations
@@ -20,18 +20,8 @@ import time
 import numpy as np
 
 import posenc
+from posenc.analysis import float32_recipe
 from tests.exact import exact_paper_table
-
-
-def float32_recipe(positions: np.ndarray, d_model: int) -> np.ndarray:
-    """Seed 000's table, re-typed in NumPy float32 (its PyTorch version computes the same)."""
-    f32 = np.float32
-    div = np.exp(np.arange(0, d_model, 2, dtype=f32) * f32(-np.log(10000.0) / d_model))
-    angles = positions.astype(f32)[:, None] * div
-    table = np.zeros((len(positions), d_model), dtype=f32)
-    table[:, 0::2] = np.sin(angles)
-    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
-    return table
 
 
 def main() -> None:

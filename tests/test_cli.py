@@ -1,29 +1,67 @@
-"""The `posenc` command, driven through main(argv)."""
+"""The `posenc` command as a whole, `posenc demo`, `posenc inspect` and `posenc plot`,
+driven through main(argv)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from posenc.cli import main
+from posenc.cli import demo, main
 
 
-def test_demo_prints_the_table_and_the_seed_batch(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+def test_demo_prints_every_section_and_writes_the_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    out_dir = tmp_path / "figs"
+    assert main(["demo", "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out
     assert "posenc.sinusoidal(10, 8)" in out
     assert "0.8415" in out  # sin(1)
     assert "-0.9111" in out  # cos(9)
-    assert "odd exponents" in out
     if "PyTorch is not installed" not in out:
         assert "for both sequences: True" in out
+    assert "geometric progression" in out
+    assert "M_k" in out
+    assert "cosine similarity" in out
+    assert "Distinct positions" in out
+    assert "odd exponents" in out
+    assert "seed-001 odd-exponent cosine" in out  # identify recognised the bug
+    for stem in demo.FIGURES:
+        path = out_dir / f"{stem}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+        assert str(path) in out
+
+
+def test_demo_without_figures_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--no-figures"]) == 0
+    assert "Figures" not in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "demo" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["demo", "table", "plot", "inspect", "identify"])
+def test_every_subcommand_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--help"]) == 0
+    assert f"usage: posenc {command}" in capsys.readouterr().out
+
+
+def test_unknown_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "invalid choice: 'frobnicate'" in err
 
 
 def test_version_and_module_entry_point() -> None:
@@ -32,3 +70,99 @@ def test_version_and_module_entry_point() -> None:
     )
     assert result.returncode == 0
     assert result.stdout.startswith("posenc ")
+
+
+def test_inspect_report(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["inspect", "--d-model", "64", "--length", "256", "--max-position", "100000"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "convention=paper base=10000 d_model=64" in out
+    assert "32 pairs from 6.28319 to 47117.2, common ratio 1.33352" in out
+    assert "(--all lists all 32)" in out
+    assert "Relative shift" in out
+    assert "256 of 256" in out
+    assert "Precision (float32)" in out
+    assert "Precision (bfloat16)" in out
+    assert main([*argv, "--all"]) == 0
+    assert "(--all lists" not in capsys.readouterr().out
+
+
+def test_inspect_json_matches_the_analysis(capsys: pytest.CaptureFixture[str]) -> None:
+    from posenc import analysis
+
+    argv = ["inspect", "--d-model", "12", "--base", "500", "--convention", "tensor2tensor"]
+    assert main([*argv, "--length", "64", "--shift", "3", "--max-position", "5000", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["setting"] == {"d_model": 12, "base": 500.0, "convention": "tensor2tensor"}
+    expected = analysis.wavelengths(12, base=500.0, convention="tensor2tensor")
+    assert report["wavelengths"]["wavelengths"] == pytest.approx(expected.wavelengths.tolist())
+    assert [row["k"] for row in report["shift"]] == [3]
+    assert report["shift"][0]["float64"] < 1e-12
+    assert 1e-9 < report["shift"][0]["float32"] < 1e-6
+    assert [row["dtype"] for row in report["distinct_rows"]] == ["float32", "bfloat16", "float16"]
+    assert [p["dtype"] for p in report["precision"]] == ["float32", "bfloat16"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--d-model", "0"], "--d-model must be an integer >= 1, got 0"),
+        (["--length", "1"], "--length must be an integer >= 2, got 1"),
+        (["--length", "10", "--shift", "10"], "--shift must satisfy 0 < |k| < --length (10)"),
+        (["--max-position", "0"], "--max-position must be an integer >= 1"),
+        (["--base", "nan"], "--base must be a positive finite number"),
+    ],
+)
+def test_inspect_bad_input(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err
+
+
+@pytest.mark.parametrize("kind", ["heatmap", "sinusoids", "wavelengths", "similarity", "precision"])
+def test_plot_writes_each_kind(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / f"{kind}.svg"
+    argv = ["plot", kind, "--d-model", "32", "--out", str(path)]
+    if kind == "precision":
+        argv += ["--max-position", "10000"]
+    assert main(argv) == 0
+    assert f"wrote {path}" in capsys.readouterr().err
+    assert b"<svg" in path.read_bytes()[:2000]
+
+
+def test_plot_defaults_to_kind_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", "heatmap", "--length", "20", "--d-model", "16"]) == 0
+    assert (tmp_path / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["wavelengths", "--length", "5"], "--length does not apply to the wavelengths plot"),
+        (["heatmap", "--out", "x.gif"], "path"),
+        (["sinusoids", "--channels", "a,b"], "--channels must be comma-separated integers"),
+        (["pie"], "invalid choice: 'pie'"),
+        (["heatmap", "--d-model", "0"], "d_model"),
+    ],
+)
+def test_plot_bad_input(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err

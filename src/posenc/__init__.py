@@ -10,6 +10,7 @@ dtype. ``import posenc`` imports NumPy only; the PyTorch front-end lives in ``po
 
 from __future__ import annotations
 
+from . import analysis
 from .conventions import CONVENTIONS
 from .frequencies import frequencies
 from .positions import (
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CONVENTIONS",
     "__version__",
+    "analysis",
     "frequencies",
     "positions_from_cu_seqlens",
     "positions_from_mask",

@@ -1,59 +1,84 @@
-"""``posenc demo``: the encoding of the seeds, computed exactly, in a few seconds."""
+"""``posenc demo``: the seeds' encoding computed exactly, its properties checked, and figures.
+
+In a few seconds it prints the 10 x 8 table of seed 001's size, runs the PyTorch module on
+seed 000's toy batch, states each property the seeds explain and verifies it with a number
+(:mod:`posenc.analysis`), shows what seed 001's cosine bug does, and writes the figures of
+:mod:`posenc.plot` to ``--out`` (default ``./posenc-demo``). Without PyTorch or matplotlib the
+corresponding part is skipped with a note saying what to install.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import analysis
 from ..sinusoidal import sinusoidal
+from ._common import add_subcommand
 
-HELP = "print the seed-sized table (10 x 8) and run the PyTorch module on the seed-000 batch"
+HELP = "the seeds' table, their toy batch and every property they explain, checked; figures"
+
+# The figures written by the demo: file stem → (plot kind, keyword arguments).
+FIGURES: dict[str, tuple[str, dict[str, Any]]] = {
+    "heatmap": ("heatmap", {"length": 200, "d_model": 128}),
+    "sinusoids": ("sinusoids", {"length": 200, "d_model": 128}),
+    "wavelengths": ("wavelengths", {"d_model": 512}),
+    "similarity": ("similarity", {"length": 200, "d_model": 128}),
+    "precision": ("precision", {"max_position": 10**7, "d_model": 512}),
+}
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser("demo", help=HELP, description=HELP)
+    parser = add_subcommand(sub, "demo", HELP, __doc__)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("posenc-demo"),
+        metavar="DIR",
+        help="folder for the figures (default ./posenc-demo; created if missing)",
+    )
+    parser.add_argument("--no-figures", action="store_true", help="skip the figures")
     parser.set_defaults(run=run)
-
-
-def _buggy_cosine_table(length: int, d_model: int) -> np.ndarray:
-    """Seed 001's table: its cosine uses odd exponents 10000^((2i+1)/d) (a bug)."""
-    pos = np.arange(length, dtype=np.float64)[:, None]
-    table = np.empty((length, d_model))
-    table[:, 0::2] = np.sin(pos / 10000.0 ** (np.arange(0, d_model, 2) / d_model))
-    table[:, 1::2] = np.cos(pos / 10000.0 ** (np.arange(1, d_model, 2) / d_model))
-    return table
 
 
 def run(args: argparse.Namespace) -> int:
     with np.printoptions(precision=4, suppress=True, linewidth=100):
-        return _demo()
+        _table()
+        _toy_batch()
+        _properties()
+        _seed001()
+    if not args.no_figures:
+        _figures(args.out)
+    return 0
 
 
-def _demo() -> int:
-    table = sinusoidal(10, 8)
-    print("posenc.sinusoidal(10, 8)  # paper convention, float64 rounded once to float32")
-    print(table)
+def _heading(text: str) -> None:
+    print(f"\n== {text} ".ljust(78, "="))
 
-    buggy = _buggy_cosine_table(10, 8)
-    worst = float(np.max(np.abs(buggy - sinusoidal(10, 8, dtype=np.float64))))
+
+def _table() -> None:
+    _heading("1. The table (seed 001's size: 10 positions x 8 channels)")
     print(
-        "\nSeed 001 computes its cosine with odd exponents 10000^((2i+1)/d): "
-        f"its 10 x 8 table is off by up to {worst:.3f} (its sine columns are right)."
+        "posenc.sinusoidal(10, 8)  # paper convention, base 10000, float64 rounded once to float32"
     )
+    print(sinusoidal(10, 8))
 
+
+def _toy_batch() -> None:
+    _heading("2. Seed 000's toy batch through the PyTorch module")
     try:
         import torch
 
         from ..torch import SinusoidalPositionalEncoding
     except ImportError:
-        print("\nPyTorch is not installed: skipping the module demo (pip install 'posenc[torch]').")
-        return 0
-
+        print("PyTorch is not installed: skipping the module demo (pip install 'posenc[torch]').")
+        return
     x = torch.arange(1, 49, dtype=torch.float32).reshape(2, 4, 6)
     module = SinusoidalPositionalEncoding(6, dropout=0.1).eval()
-    print("\nSeed 000's toy batch: x = arange(1, 49).reshape(2, 4, 6), batch-first (b, s, d)")
+    print("x = arange(1, 49).reshape(2, 4, 6), batch-first (b, s, d)")
     print(module)
     with torch.no_grad():
         out = module(x)
@@ -62,4 +87,82 @@ def _demo() -> int:
     print(out.numpy())
     same = bool(torch.equal(out, expected))
     print(f"module(x) == x + module.encoding(4) for both sequences: {same}")
-    return 0
+
+
+def _properties() -> None:
+    _heading("3. The properties the seeds explain, checked (d_model = 512, base 10000)")
+    d = 512
+    w = analysis.wavelengths(d)
+    ratio = w.ratio if w.ratio is not None else float("nan")  # None only when d_model < 4
+    print(
+        "Wavelengths form a geometric progression from 2*pi towards "
+        f"base*2*pi = {2e4 * np.pi:.0f}:\n"
+        f"  {len(w.wavelengths)} pairs, from {w.shortest:.4f} to {w.longest:.1f} positions, "
+        f"each {ratio:.6f} times the previous\n"
+        f"  (largest deviation from that ratio: {np.max(np.abs(w.ratios / ratio - 1)):.1e})"
+    )
+
+    length = 1024
+    table64 = sinusoidal(length, d, dtype=np.float64)
+    table32 = sinusoidal(length, d)
+    residuals = [
+        (k, analysis.check_shift(table64, k), analysis.check_shift(table32, k))
+        for k in (1, 10, 100)
+    ]
+    print(
+        f"PE[p+k] is a fixed linear map (rotation) M_k of PE[p]: max |PE[p+k] - M_k PE[p]| over "
+        f"p < {length}:"
+    )
+    for k, r64, r32 in residuals:
+        print(f"  k = {k:>3}: {r64:.1e} (float64 table), {r32:.1e} (float32 table)")
+
+    sim = analysis.similarity(200, d, metric="cosine")
+    at = {k: float(sim.profile[k]) for k in (0, 1, 2, 5, 10, 50, 100)}
+    print("Nearby positions look alike: cosine similarity of PE[p] and PE[p+k]:")
+    print("  " + "   ".join(f"k={k}: {v:.3f}" for k, v in at.items()))
+
+    print("Distinct positions: how many positions keep distinct rows once rounded to a dtype:")
+    for dim, length in ((512, 10**4), (4, 10**5), (2, 10**5)):
+        counts = [
+            analysis.distinct_rows(length, dt, d_model=dim)
+            for dt in ("float32", "bfloat16", "float16")
+        ]
+        print(
+            f"  d_model = {dim:>3}, positions 0 .. {length - 1:,}: "
+            + ", ".join(f"{c.dtype} {c.distinct:,}" for c in counts)
+        )
+
+    report = analysis.precision_report(10**6, d)
+    errors = {m.name: m.max_error for m in report.methods}
+    print(
+        "Accuracy below position 1,000,000 (max |table - exact|, float32): "
+        + ", ".join(f"{name} {err:.1e}" for name, err in errors.items())
+    )
+
+
+def _seed001() -> None:
+    _heading("4. Seed 001's bug")
+    buggy = analysis.seed001_table(10, 8, dtype=np.float64)
+    worst = float(np.max(np.abs(buggy - sinusoidal(10, 8, dtype=np.float64))))
+    print(
+        "Seed 001 computes its cosine with odd exponents 10000^((2i+1)/d): its 10 x 8 table is "
+        "off\n"
+        f"by up to {worst:.3f} (its sine columns are right), and PE[p+1] is no longer a fixed\n"
+        f"linear map of PE[p] (residual {analysis.check_shift(buggy, 1):.2f} instead of ~1e-16)."
+    )
+    found = analysis.identify(analysis.seed001_table(64, 8))
+    print(f"posenc.analysis.identify on its table: {found.message}")
+
+
+def _figures(folder: Path) -> None:
+    _heading(f"5. Figures, written to {folder}/")
+    try:
+        from .. import plot
+    except ImportError as exc:
+        print(f"{exc}: skipping the figures.")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, (kind, kwargs) in FIGURES.items():
+        path = folder / f"{stem}.png"
+        plot.PLOTS[kind](**kwargs, path=path)
+        print(f"  {path}")

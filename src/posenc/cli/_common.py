@@ -1,0 +1,168 @@
+"""Pieces shared by the subcommands: common options, position parsing and a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from .._checks import check_int
+from ..conventions import CONVENTIONS
+
+__all__ = [
+    "Progress",
+    "UsageError",
+    "add_encoding_options",
+    "add_positions_options",
+    "add_subcommand",
+    "parse_positions",
+    "positions_of",
+]
+
+
+class UsageError(Exception):
+    """A command line that argparse rejected; ``main`` prints it as one line, exit code 2."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(f"{prog}: error: {message} (see '{prog} --help')")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors become one line on stderr instead of usage + exit."""
+
+    def error(self, message: str) -> Any:  # argparse declares NoReturn; we raise
+        raise UsageError(self.prog, message)
+
+
+def add_subcommand(sub: Any, name: str, help: str, doc: str | None) -> argparse.ArgumentParser:
+    """Add subcommand ``name``: ``help`` in the command list; ``--help`` shows ``help`` and the
+    module docstring ``doc`` after its first paragraph (kept as written)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help,
+        description=help + ".\n\n" + (doc or "").split("\n\n", 1)[-1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def add_encoding_options(parser: argparse.ArgumentParser, *, d_model: int | None = None) -> None:
+    """``--d-model`` (required unless a default is given), ``--base`` and ``--convention``."""
+    parser.add_argument(
+        "--d-model",
+        type=int,
+        required=d_model is None,
+        default=d_model,
+        metavar="D",
+        help="number of channels" + ("" if d_model is None else f" (default {d_model})"),
+    )
+    parser.add_argument(
+        "--base", type=float, default=10000.0, help="wavelength base (default 10000)"
+    )
+    parser.add_argument(
+        "--convention",
+        default="paper",
+        choices=sorted(CONVENTIONS),
+        help="channel layout and frequency schedule (default paper; see posenc.CONVENTIONS)",
+    )
+
+
+def add_positions_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--length L`` (positions 0..L-1) or ``--positions LIST`` (mutually exclusive)."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("--length", type=int, metavar="L", help="positions 0 .. L-1")
+    group.add_argument(
+        "--positions",
+        metavar="LIST",
+        help="comma-separated positions and START:STOP[:STEP] ranges, e.g. '0,5,100:200:10'",
+    )
+
+
+def parse_positions(text: str) -> npt.NDArray[np.int64]:
+    """Parse ``'0,5,100:200:10'`` into int64 positions (ranges exclude STOP, like Python's).
+
+    >>> parse_positions("3, 0:2, 10:16:2").tolist()
+    [3, 0, 1, 10, 12, 14]
+    >>> parse_positions("1.5")
+    Traceback (most recent call last):
+    ...
+    ValueError: --positions must be integers or START:STOP[:STEP] ranges, got '1.5'
+    """
+    parts: list[npt.NDArray[np.int64]] = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            fields = [int(f) for f in item.split(":")]
+        except ValueError:
+            fields = []
+        if not 1 <= len(fields) <= 3 or (len(fields) == 3 and fields[2] == 0):
+            raise ValueError(
+                f"--positions must be integers or START:STOP[:STEP] ranges, got {item!r}"
+            )
+        if len(fields) == 1:
+            parts.append(np.array(fields, dtype=np.int64))
+        else:
+            parts.append(np.arange(*fields, dtype=np.int64))
+    positions = np.concatenate(parts)
+    if positions.size == 0:
+        raise ValueError(f"--positions must name at least one position, got {text!r}")
+    return positions
+
+
+def positions_of(args: argparse.Namespace) -> int | npt.NDArray[np.int64]:
+    """The positions asked for: an int length (checked >= 0) or an int64 array."""
+    if args.positions is not None:
+        return parse_positions(args.positions)
+    length = check_int("--length", args.length, minimum=0)
+    return length
+
+
+class Progress:
+    """A progress bar on stderr: one line redrawn at most five times a second on a terminal,
+    or a new line every 10% when stderr is a file or pipe (so logs stay readable).
+
+    Silent when ``enabled`` is false. ``update(done)`` redraws; ``close(done)`` ends it.
+    """
+
+    def __init__(self, total: int, *, unit: str, enabled: bool, stream: TextIO | None = None):
+        self.total = max(total, 1)
+        self.unit = unit
+        self.enabled = enabled
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self._last = -1.0
+        self._decile = -1
+
+    def update(self, done: int, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        fraction = min(done / self.total, 1.0)
+        if self.tty:
+            if not force and now - self._last < 0.2:
+                return
+        elif int(10 * fraction) == self._decile:
+            return
+        self._last, self._decile = now, int(10 * fraction)
+        filled = int(30 * fraction)
+        elapsed = now - self.start
+        eta = elapsed / fraction - elapsed if fraction > 0 else float("nan")
+        start, end = ("\r", "") if self.tty else ("", "\n")
+        self.stream.write(
+            f"{start}[{'#' * filled}{'.' * (30 - filled)}] "
+            f"{100 * fraction:5.1f}% {done:,}/{self.total:,} {self.unit}  "
+            f"{elapsed:6.1f} s  eta {eta:6.1f} s{end}"
+        )
+        self.stream.flush()
+
+    def close(self, done: int) -> None:
+        if self.enabled:
+            self.update(done, force=True)
+            if self.tty:
+                self.stream.write("\n")
+            self.stream.flush()

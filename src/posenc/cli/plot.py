@@ -1,0 +1,81 @@
+"""``posenc plot KIND``: draw one of the figures of :mod:`posenc.plot` to a PNG or SVG file.
+
+Kinds: heatmap, sinusoids, wavelengths, similarity, precision (see ``posenc.plot.PLOTS``).
+Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
+Needs matplotlib: ``pip install 'posenc[plot]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._common import add_encoding_options, add_subcommand
+
+HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision) to PNG or SVG"
+
+KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision")
+
+# Command-line option → keyword argument of the plot functions.
+_OPTIONAL = {
+    "length": "length",
+    "max_position": "max_position",
+    "channels": "channels",
+    "metric": "metric",
+}
+
+
+def add_parser(sub: Any) -> None:
+    parser = add_subcommand(sub, "plot", HELP, __doc__)
+    parser.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    add_encoding_options(parser, d_model=128)
+    parser.add_argument("--length", type=int, metavar="L", help="positions 0 .. L-1 shown")
+    parser.add_argument(
+        "--max-position", type=int, metavar="P", help="largest position (precision plot)"
+    )
+    parser.add_argument(
+        "--channels",
+        metavar="LIST",
+        help="comma-separated channels to draw (sinusoids plot)",
+    )
+    parser.add_argument("--metric", choices=("dot", "cosine"), help="similarity measure")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="output file, .png or .svg (default: KIND.png in the current folder)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import plot
+
+    function = plot.PLOTS[args.kind]
+    accepted = inspect.signature(function).parameters
+    kwargs: dict[str, Any] = {"d_model": args.d_model, "base": args.base}
+    kwargs["convention"] = args.convention
+    for option, keyword in _OPTIONAL.items():
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if keyword not in accepted:
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to the {args.kind} plot")
+        if option == "channels":
+            value = _channels(value)
+        kwargs[keyword] = value
+    out = args.out if args.out is not None else Path(f"{args.kind}.png")
+    function(**{k: v for k, v in kwargs.items() if k in accepted}, path=out)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _channels(text: str) -> list[int]:
+    try:
+        return [int(c) for c in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--channels must be comma-separated integers, got {text!r}") from None

@@ -1,0 +1,603 @@
+"""Matplotlib figures of the sinusoidal encoding (the ``plot`` extra).
+
+Every function builds a :class:`matplotlib.figure.Figure` with the object-oriented API and an
+Agg canvas: no pyplot state, no window, no change to matplotlib's global backend, so it works
+headless and leaves no figure open. Pass ``path="name.png"`` or ``path="name.svg"`` to also
+write the figure to a file (the format follows the suffix).
+
+:data:`PLOTS` maps the name of each figure to its function; ``posenc plot KIND`` uses it.
+
+>>> from posenc.plot import PLOTS, heatmap
+>>> sorted(PLOTS)
+['heatmap', 'precision', 'similarity', 'sinusoids', 'wavelengths']
+>>> fig = heatmap(50, 32)
+>>> fig.axes[0].get_xlabel()
+'channel (index)'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from matplotlib.ticker import MaxNLocator
+except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
+    raise ImportError(
+        "posenc.plot needs matplotlib; install it with: pip install 'posenc[plot]'"
+    ) from exc
+
+from . import analysis
+from ._checks import check_base, check_int
+from .conventions import get_convention
+from .frequencies import frequencies
+from .sinusoidal import feature_slices, sinusoidal
+
+__all__ = [
+    "PLOTS",
+    "heatmap",
+    "precision_plot",
+    "similarity_plot",
+    "sinusoids",
+    "wavelength_plot",
+]
+
+#: The suffixes ``path=`` accepts (case-insensitive); the suffix picks the file format.
+FORMATS = (".png", ".svg")
+
+_DPI = 100  # screen dpi of the figure; PNG files are written at _SAVE_DPI
+_SAVE_DPI = 150
+_DIVERGING = "RdBu_r"
+_DOTTED_LENGTH = 200  # sinusoids(): up to this length, integer positions are drawn as dots
+_MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_path(path: Any) -> Path | None:
+    """``None`` or a str/PathLike ending in .png or .svg (case-insensitive)."""
+    if path is None:
+        return None
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike ending in .png or .svg, got {path!r}")
+    result = Path(path)
+    if result.suffix.lower() not in FORMATS:
+        raise ValueError(
+            f"path must end in .png or .svg (the format follows the suffix), got {str(path)!r}"
+        )
+    return result
+
+
+def _new_figure(width: float, height: float, *, wspace: float | None = None) -> Figure:
+    """A Figure with an Agg canvas and constrained layout (no pyplot involved)."""
+    engine = ConstrainedLayoutEngine() if wspace is None else ConstrainedLayoutEngine(wspace=wspace)
+    fig = Figure(figsize=(width, height), dpi=_DPI, layout=engine)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _finish(fig: Figure, path: Path | None) -> Figure:
+    """Save ``fig`` to ``path`` (when given) in the format of its suffix; return it."""
+    if path is not None:
+        fmt = path.suffix.lower().lstrip(".")
+        fig.savefig(path, format=fmt, dpi=_SAVE_DPI)
+    return fig
+
+
+def _setting(d_model: int, base: float, convention: str) -> str:
+    """The part of every title that says which table is shown."""
+    return f"convention={convention}, base={base:g}, d_model={d_model}"
+
+
+def _index_locator() -> MaxNLocator:
+    """Integer ticks at round steps (1, 2, 4, 5 or 10 times a power of ten)."""
+    return MaxNLocator(nbins=10, integer=True, steps=[1, 2, 4, 5, 10], min_n_ticks=1)
+
+
+def _convention_name(convention: Any) -> str:
+    return get_convention(convention).name
+
+
+def _require_frequencies(d_model: int, base: float, convention: str) -> None:
+    """Figures about frequencies need at least one (tensor2tensor with d_model = 1 has none)."""
+    if frequencies(d_model, base=base, convention=convention).size == 0:
+        raise ValueError(
+            f"d_model must be >= 2 under convention {convention!r} (d_model = {d_model} has no "
+            "frequencies, only a zero column)"
+        )
+
+
+def _channel_frequency_index(d_model: int, convention: str) -> npt.NDArray[np.int64]:
+    """For each channel, the index k of its frequency ω_k (-1 for a zero column)."""
+    layout = feature_slices(d_model, convention)
+    index = np.full(d_model, -1, dtype=np.int64)
+    index[layout.sin] = np.arange(layout.n_sin)
+    index[layout.cos] = np.arange(layout.n_cos)
+    return index
+
+
+def _channel_kind(d_model: int, convention: str) -> list[str]:
+    layout = feature_slices(d_model, convention)
+    kind = ["zero"] * d_model
+    for channel in range(d_model)[layout.sin]:
+        kind[channel] = "sin"
+    for channel in range(d_model)[layout.cos]:
+        kind[channel] = "cos"
+    return kind
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def heatmap(
+    length: int = 100,
+    d_model: int = 128,
+    *,
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """The table as a position × channel image (positions down, channels across).
+
+    The image is ``posenc.sinusoidal(length, d_model, base=base, convention=convention)``
+    (float32) on a diverging colour scale fixed to [-1, 1], with a colour bar.
+
+    Args:
+        length: number of positions shown (rows ``0 .. length-1``), an integer >= 1.
+        d_model: number of channels (columns), an integer >= 1.
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure` (one image axes and its colour bar).
+
+    Raises:
+        ValueError / TypeError: a bad argument (the message names it), or a ``path`` whose
+            suffix is not ``.png`` or ``.svg``.
+
+    >>> fig = heatmap(20, 16, convention="tensor2tensor")
+    >>> fig.axes[0].images[0].get_array().shape
+    (20, 16)
+    """
+    length = check_int("length", length, minimum=1)
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    target = _check_path(path)
+
+    table = sinusoidal(length, d_model, base=base, convention=name)
+    fig = _new_figure(8.0, 5.5)
+    ax = fig.add_subplot()
+    image = ax.imshow(
+        table,
+        cmap=_DIVERGING,
+        vmin=-1.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest" if table.size <= 250_000 else "antialiased",
+        extent=(-0.5, d_model - 0.5, length - 0.5, -0.5),
+    )
+    ax.set_xlabel("channel (index)")
+    ax.set_ylabel("position (tokens)")
+    ax.xaxis.set_major_locator(_index_locator())
+    ax.yaxis.set_major_locator(_index_locator())
+    ax.set_title(f"Sinusoidal positional encoding\n{_setting(d_model, base, name)}")
+    colorbar = fig.colorbar(image, ax=ax)
+    colorbar.set_label("PE value (dimensionless)")
+    return _finish(fig, target)
+
+
+def _check_channels(channels: Any, d_model: int) -> list[int]:
+    """A non-empty sequence of distinct channel indices in ``[0, d_model)``."""
+    if isinstance(channels, str) or not isinstance(channels, Sequence | np.ndarray):
+        raise TypeError(f"channels must be None or a sequence of channel indices, got {channels!r}")
+    values = [check_int("channels", c, minimum=0) for c in np.asarray(channels).tolist()]
+    if not values:
+        raise ValueError("channels must name at least one channel, got an empty sequence")
+    bad = [c for c in values if c >= d_model]
+    if bad:
+        raise ValueError(
+            f"channels must lie in 0 .. d_model-1 = {d_model - 1}, got {bad[0]} among them"
+        )
+    return list(dict.fromkeys(values))
+
+
+def _default_channels(length: int, d_model: int, convention: str, lam: Any) -> list[int]:
+    """The sin channels of up to five frequencies, spread evenly over the schedule.
+
+    Only frequencies with at most 20 periods in ``length`` positions are eligible (faster
+    ones fill the axes with solid colour); at least the slowest one is kept.
+    """
+    layout = feature_slices(d_model, convention)
+    sin_channels = list(range(d_model)[layout.sin])
+    if not sin_channels:  # d_model = 1 under tensor2tensor: only a zero column
+        return [0]
+    wavelength = np.asarray(lam, dtype=np.float64)[: len(sin_channels)]
+    eligible = np.flatnonzero(wavelength >= length / _MAX_PERIODS)
+    if eligible.size == 0:
+        eligible = np.array([int(np.argmax(wavelength))])
+    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, 5)).astype(int))
+    return [sin_channels[int(eligible[i])] for i in picks]
+
+
+def sinusoids(
+    length: int = 100,
+    d_model: int = 128,
+    *,
+    channels: Sequence[int] | None = None,
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """A few channels of the table drawn as curves over position.
+
+    Args:
+        length: number of positions drawn (``0 .. length-1``), an integer >= 1.
+        d_model: number of channels, an integer >= 1.
+        channels: channel indices in ``[0, d_model)`` to draw; ``None`` (default) draws the
+            sin channel of up to five frequencies spread evenly from the fastest that makes
+            at most 20 periods over ``length`` positions to the slowest.
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure`; the legend gives each curve's channel index,
+        whether it is a sin, cos or zero column, and its wavelength in positions. Up to 200
+        positions, the table's values at integer positions are dots on the curve the channel
+        traces through fractional positions; beyond, lines join the integer positions.
+
+    >>> fig = sinusoids(50, 16, channels=[0, 1, 5])
+    >>> [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2]
+    ['channel 0: sin, λ = 6.28', 'channel 1: cos, λ = 6.28']
+    """
+    length = check_int("length", length, minimum=1)
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    picked = None if channels is None else _check_channels(channels, d_model)
+    target = _check_path(path)
+    lam = analysis.wavelengths(d_model, base=base, convention=name).wavelengths
+    if picked is None:
+        picked = _default_channels(length, d_model, name, lam)
+
+    positions = np.arange(length)
+    table = sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64)
+    # Short ranges: integer positions as dots on the continuous curve (fractional positions)
+    few = length <= _DOTTED_LENGTH
+    between = np.linspace(0.0, length - 1.0, 10 * (length - 1) + 1) if few else positions
+    curves = (
+        sinusoidal(between, d_model, base=base, convention=name, dtype=np.float64) if few else table
+    )
+    index = _channel_frequency_index(d_model, name)
+    kind = _channel_kind(d_model, name)
+
+    fig = _new_figure(9.0, 5.0)
+    ax = fig.add_subplot()
+    for channel in picked:
+        k = int(index[channel])
+        label = (
+            f"channel {channel}: zero column"
+            if k < 0
+            else f"channel {channel}: {kind[channel]}, λ = {lam[k]:.3g}"
+        )
+        (line,) = ax.plot(between, curves[:, channel], lw=1.0 if few else 0.8, label=label)
+        if few:
+            ax.plot(positions, table[:, channel], ".", color=line.get_color(), markersize=4)
+    ax.set_xlabel("position (tokens)")
+    ax.xaxis.set_major_locator(_index_locator())
+    ax.set_ylabel("PE value (dimensionless)")
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_xlim(-0.5, length - 0.5)
+    ax.grid(alpha=0.3)
+    ax.legend(
+        title="λ: wavelength in positions",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="small",
+    )
+    ax.set_title(f"Channels over position\n{_setting(d_model, base, name)}")
+    return _finish(fig, target)
+
+
+def wavelength_plot(
+    d_model: int = 128,
+    *,
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """The wavelength 2π/ω_k of each frequency (channel pair) on a log scale.
+
+    Horizontal lines mark 2π (the shortest wavelength any schedule starts from) and base·2π
+    (the bound the paper quotes for the longest).
+
+    Args:
+        d_model: number of channels, an integer >= 1 (>= 2 under ``tensor2tensor``, whose
+            d_model = 1 has no frequency).
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure`.
+
+    >>> fig = wavelength_plot(64)
+    >>> fig.axes[0].get_yscale()
+    'log'
+    """
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    _require_frequencies(d_model, base, name)
+    target = _check_path(path)
+
+    info = analysis.wavelengths(d_model, base=base, convention=name)
+    lam = np.asarray(info.wavelengths, dtype=np.float64)
+    k = np.arange(lam.shape[0])
+
+    fig = _new_figure(8.0, 5.0)
+    ax = fig.add_subplot()
+    ax.axhline(2 * np.pi, color="tab:gray", ls="--", lw=1, label="2π (≈ 6.28)")
+    ax.axhline(
+        base * 2 * np.pi,
+        color="tab:red",
+        ls=":",
+        lw=1.2,
+        label=f"base·2π (≈ {base * 2 * np.pi:.4g})",
+    )
+    marker = "o" if lam.shape[0] <= 64 else None
+    ax.plot(k, lam, marker=marker, markersize=3, lw=1.5, label="wavelength 2π/ω_k")
+    ax.set_yscale("log")
+    ax.set_xlabel("frequency index k (channel pair)")
+    ax.set_ylabel("wavelength (positions)")
+    ax.xaxis.set_major_locator(_index_locator())
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="lower right", fontsize="small")
+    spread = f"longest/shortest = {info.longest / info.shortest:.4g}"
+    if info.ratio is not None and lam.shape[0] >= 2:
+        spread += f", neighbour ratio = {info.ratio:.4g}"
+    ax.set_title(
+        f"Wavelengths of {lam.shape[0]} {'frequency' if lam.shape[0] == 1 else 'frequencies'}"
+        f" ({spread})\n{_setting(d_model, base, name)}"
+    )
+    return _finish(fig, target)
+
+
+#: Most positions :func:`similarity_plot` passes to :func:`posenc.analysis.similarity` at once.
+_MATRIX_POSITIONS = 2048
+
+
+def _difference_cover(length: int) -> npt.NDArray[np.int64]:
+    """Few positions in ``0 .. length-1`` whose differences include every ``0 .. length-1``.
+
+    ``{0 .. a-1} ∪ {0, a, 2a, ...} ∪ {length-1}`` with ``a ≈ sqrt(length)``: about
+    ``2·sqrt(length)`` positions instead of ``length``.
+    """
+    step = max(1, int(np.ceil(np.sqrt(length))))
+    parts = [np.arange(step), np.arange(0, length, step), np.array([length - 1])]
+    return np.unique(np.concatenate(parts)).astype(np.int64)
+
+
+def similarity_plot(
+    length: int = 100,
+    d_model: int = 128,
+    *,
+    base: float = 10000.0,
+    convention: str = "paper",
+    metric: str = "dot",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """Two panels: the similarity of every pair of positions, and its mean against distance.
+
+    Both come from :func:`posenc.analysis.similarity`. Left: the ``(length, length)`` matrix
+    on a diverging scale centred at 0, with a colour bar. Right: the profile, the mean
+    similarity of the pairs at each distance ``|p - q|``.
+
+    Above 2048 positions the matrix is drawn from 2048 evenly spaced positions (more than a
+    screen shows), and the profile from about ``2·sqrt(length)`` positions whose differences
+    still cover every distance ``0 .. length-1``. The profile is then exact whenever the
+    similarity depends on distance only (every sine has its cosine partner: even
+    ``d_model``, or the tensor2tensor convention); for an odd ``d_model`` under ``paper`` or
+    ``marian`` it is the mean over that subset of pairs.
+
+    Args:
+        length: number of positions (``0 .. length-1``), an integer >= 2.
+        d_model: number of channels, an integer >= 1.
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        metric: ``"dot"`` (default) or ``"cosine"``.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure` (matrix axes, its colour bar, profile axes).
+
+    >>> fig = similarity_plot(32, 16, metric="cosine")
+    >>> fig.axes[0].images[0].get_array().shape
+    (32, 32)
+    """
+    length = check_int("length", length, minimum=2)
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    if metric not in ("dot", "cosine"):
+        raise ValueError(f"metric must be 'dot' or 'cosine', got {metric!r}")
+    target = _check_path(path)
+
+    if length <= _MATRIX_POSITIONS:
+        full = analysis.similarity(length, d_model, base=base, convention=name, metric=metric)
+        shown, profile = full, full
+    else:
+        grid = np.unique(np.round(np.linspace(0, length - 1, _MATRIX_POSITIONS)).astype(np.int64))
+        shown = analysis.similarity(grid, d_model, base=base, convention=name, metric=metric)
+        profile = analysis.similarity(
+            _difference_cover(length), d_model, base=base, convention=name, metric=metric
+        )
+
+    what = "dot product" if metric == "dot" else "cosine similarity"
+    fig = _new_figure(12.5, 5.2, wspace=0.06)
+    left, right = fig.subplots(1, 2, width_ratios=(1.0, 1.15))
+
+    matrix = shown.matrix
+    if metric == "cosine":
+        vmax = 1.0
+    else:
+        finite = np.abs(matrix[np.isfinite(matrix)])
+        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    first, last = int(shown.positions[0]), int(shown.positions[-1])
+    half = 0.5 * (last - first) / max(len(shown.positions) - 1, 1)
+    image = left.imshow(
+        matrix,
+        cmap=_DIVERGING,
+        vmin=-vmax,
+        vmax=vmax,
+        interpolation="nearest" if matrix.shape[0] <= 500 else "antialiased",
+        extent=(first - half, last + half, last + half, first - half),
+    )
+    left.xaxis.set_major_locator(_index_locator())
+    left.yaxis.set_major_locator(_index_locator())
+    left.set_xlabel("position q (tokens)")
+    left.set_ylabel("position p (tokens)")
+    left.set_title("similarity matrix")
+    colorbar = fig.colorbar(image, ax=left, shrink=0.9)
+    colorbar.set_label(
+        ("PE[p]·PE[q]" if metric == "dot" else "cosine(PE[p], PE[q])") + " (dimensionless)"
+    )
+
+    marker = "." if profile.distances.shape[0] <= 200 else None
+    right.plot(profile.distances, profile.profile, marker=marker, markersize=4, lw=1.2)
+    right.axhline(0.0, color="tab:gray", lw=0.8)
+    right.xaxis.set_major_locator(_index_locator())
+    right.set_xlabel("distance |p - q| (positions)")
+    right.set_ylabel(f"mean {what} (dimensionless)")
+    right.set_xlim(0, float(profile.distances[-1]))
+    right.grid(alpha=0.3)
+    right.set_title("similarity vs distance")
+
+    fig.suptitle(f"Similarity of encodings ({metric})\n{_setting(d_model, base, name)}")
+    return _finish(fig, target)
+
+
+def _precision_grid(max_position: int, per_decade: int = 4) -> npt.NDArray[np.int64]:
+    """Integers on a log grid from ``min(10, max_position)`` to ``max_position``."""
+    low = min(10, max_position)
+    count = max(2, int(np.ceil(np.log10(max_position / low) * per_decade)) + 1)
+    grid = np.round(np.geomspace(low, max_position, count)).astype(np.int64)
+    return np.unique(grid)
+
+
+#: (label, precision_report dtype, method name, colour, line style) of each precision curve.
+_PRECISION_CURVES = (
+    ("posenc, float32", "float32", "posenc", "tab:blue", "-"),
+    ("float32 recipe", "float32", "float32 recipe", "tab:orange", "-"),
+    ("posenc, bfloat16", "bfloat16", "posenc", "tab:blue", "--"),
+    ("bfloat16 recipe", "bfloat16", "recipe in bfloat16", "tab:orange", "--"),
+)
+
+
+def precision_plot(
+    max_position: int = 10**6,
+    d_model: int = 128,
+    *,
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """Max absolute error against position, log-log, for four ways to build a table.
+
+    For each ``L`` on a log grid (4 per decade, from 10 up to ``max_position``)
+    :func:`posenc.analysis.precision_report` measures, over 8 positions below ``L`` (the last
+    four and four random ones) and all channels, the max error against a wider-precision
+    reference of: posenc in float32, the float32 recipe (:func:`posenc.analysis.float32_recipe`),
+    posenc rounded once to bfloat16, and the recipe with every operation in bfloat16. Dotted
+    lines mark half a unit in the last place of each dtype for values in [0.5, 1), the
+    largest error of one correct rounding of a value near ±1.
+
+    Args:
+        max_position: the largest ``L``, an integer between 10 and 2**53.
+        d_model: number of channels, an integer >= 1 (>= 2 under ``tensor2tensor``).
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure`. An error of exactly 0 is not drawn (log scale).
+
+    >>> fig = precision_plot(10**4, 16)
+    >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale()
+    ('log', 'log')
+    """
+    max_position = check_int("max_position", max_position, minimum=10)
+    if max_position > 2**53:
+        raise ValueError(f"max_position must be at most 2**53, got {max_position}")
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    _require_frequencies(d_model, base, name)
+    target = _check_path(path)
+
+    grid = _precision_grid(max_position)
+    errors: dict[str, list[float]] = {curve[0]: [] for curve in _PRECISION_CURVES}
+    for length in grid:
+        reports = {
+            dtype: analysis.precision_report(
+                int(length), d_model, dtype, base=base, convention=name, samples=8, seed=0
+            )
+            for dtype in ("float32", "bfloat16")
+        }
+        for label, dtype, method, _, _ in _PRECISION_CURVES:
+            errors[label].append(reports[dtype].method(method).max_error)
+
+    fig = _new_figure(8.5, 5.5)
+    ax = fig.add_subplot()
+    for label, _, _, colour, style in _PRECISION_CURVES:
+        values = np.asarray(errors[label], dtype=np.float64)
+        values = np.where(values > 0, values, np.nan)  # log scale cannot show 0
+        ax.plot(grid, values, color=colour, ls=style, marker="o", markersize=3, label=label)
+    for dtype_label, half_ulp in (("float32", 2.0**-25), ("bfloat16", 2.0**-9)):
+        ax.axhline(half_ulp, color="tab:gray", ls=":", lw=1)
+        ax.annotate(
+            f"one rounding to {dtype_label}: ½ ulp in [0.5, 1) = {half_ulp:.2g}",
+            xy=(0.01, half_ulp),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            fontsize="small",
+            color="tab:gray",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("L: positions sampled below L (tokens)")
+    ax.set_ylabel("max absolute error (PE units)")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.1), fontsize="small")
+    ax.set_title(f"Accuracy of the table vs position\n{_setting(d_model, base, name)}")
+    return _finish(fig, target)
+
+
+_PlotFunction = Callable[..., Figure]
+
+#: Name → figure function, as used by ``posenc plot KIND``: ``"heatmap"`` (:func:`heatmap`),
+#: ``"sinusoids"`` (:func:`sinusoids`), ``"wavelengths"`` (:func:`wavelength_plot`),
+#: ``"similarity"`` (:func:`similarity_plot`) and ``"precision"`` (:func:`precision_plot`).
+#: Every function takes ``base=``, ``convention=`` and ``path=`` keywords and returns a Figure.
+PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
+    {
+        "heatmap": heatmap,
+        "sinusoids": sinusoids,
+        "wavelengths": wavelength_plot,
+        "similarity": similarity_plot,
+        "precision": precision_plot,
+    }
+)

@@ -1,0 +1,143 @@
+"""``posenc identify FILE`` through main(argv): every file kind, keys, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import posenc
+from posenc.analysis import seed001_table
+from posenc.cli import main
+
+
+def identify(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["identify", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_npy_table_is_identified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pe.npy"
+    np.save(path, posenc.sinusoidal(np.arange(2, 130), 64, convention="tensor2tensor"))
+    code, out, err = identify([str(path)], capsys)
+    assert (code, err) == (0, "")
+    assert "128 x 64 float32" in out
+    assert "tensor2tensor" in out
+    assert "10000" in out
+    code, out, _ = identify([str(path), "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0
+    assert report["matched"] is True
+    assert report["convention"] == "tensor2tensor"
+    assert report["offset"] == 2
+    assert report["base"] == pytest.approx(10000.0)
+    assert report["shape"] == [128, 64]
+
+
+def test_no_match_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "noise.npy"
+    np.save(path, np.random.default_rng(0).uniform(-1, 1, (50, 16)))
+    code, out, err = identify([str(path), "--json"], capsys)
+    assert (code, err) == (1, "")
+    assert json.loads(out)["matched"] is False
+
+
+def test_seed001_bug_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "seed001.npy"
+    np.save(path, seed001_table(100, 32))
+    code, out, _ = identify([str(path), "--json"], capsys)
+    report = json.loads(out)
+    assert code == 1
+    assert report["bug"] is not None
+    assert "seed" in report["bug"]
+
+
+def test_npz_key_choice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "weights.npz"
+    np.savez(path, pos=posenc.sinusoidal(40, 12, convention="marian"), bias=np.zeros(3))
+    code, out, _ = identify([str(path)], capsys)  # the only 2-D array is chosen
+    assert code == 0
+    assert "[pos]" in out
+    assert "marian" in out
+    np.savez(path, a=posenc.sinusoidal(40, 12), b=posenc.sinusoidal(40, 12))
+    code, _, err = identify([str(path)], capsys)
+    assert code == 2
+    assert "choose one with --key: a (40, 12), b (40, 12)" in err
+    assert identify([str(path), "--key", "b"], capsys)[0] == 0
+    code, _, err = identify([str(path), "--key", "c"], capsys)
+    assert code == 2
+    assert "--key 'c' is not in" in err
+
+
+def test_torch_state_dict_and_bfloat16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    table = torch.from_numpy(posenc.sinusoidal(np.arange(7, 71), 32, dtype=np.float64))
+    state = {"model": {"embed.weight": torch.zeros(5, 32), "pos.weight": table.bfloat16()}}
+    torch.save(state, path)
+    code, out, err = identify([str(path), "--key", "model.pos.weight", "--json"], capsys)
+    assert err == ""
+    report = json.loads(out)
+    assert (code, report["dtype"], report["offset"]) == (0, "bfloat16", 7)
+    assert report["convention"] == "paper"
+    code, _, err = identify([str(path)], capsys)
+    assert code == 2
+    assert "model.pos.weight (64, 32)" in err  # listed first: named like positions
+
+
+def test_safetensors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("safetensors")
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"encoder.embed_positions.weight": posenc.sinusoidal(30, 8)}, str(path))
+    code, out, _ = identify([str(path)], capsys)
+    assert code == 0
+    assert "paper" in out
+
+
+@pytest.mark.parametrize(
+    ("make", "argv", "message"),
+    [
+        (None, [], "no such file"),
+        ("one_d", [], "must be a 2-D table (positions x channels), got shape (5,)"),
+        ("strings", [], "must hold numbers, got dtype <U1"),
+        ("garbage", [], "is not a readable .npy array"),
+        ("one_d", ["--key", "x"], "--key does not apply to .npy files"),
+        ("text", [], "FILE must end in .npy, .npz, .pt, .pth, .bin or .safetensors"),
+        ("dir", [], "is a directory"),
+        ("garbage_pt", [], "is not a readable PyTorch file"),
+    ],
+)
+def test_bad_files_are_one_line_and_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: str | None,
+    argv: list[str],
+    message: str,
+) -> None:
+    path = tmp_path / "missing.npy"
+    if make == "one_d":
+        np.save(path, np.arange(5.0))
+    elif make == "strings":
+        np.save(path, np.array([["a", "b"]]))
+    elif make == "garbage":
+        path.write_bytes(b"not an array")
+    elif make == "text":
+        path = tmp_path / "table.txt"
+        path.write_text("1 2 3\n")
+    elif make == "dir":
+        path = tmp_path
+    elif make == "garbage_pt":
+        pytest.importorskip("torch")
+        path = tmp_path / "model.pt"
+        path.write_bytes(b"not a checkpoint")
+    code, out, err = identify([str(path), *argv], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith("posenc identify: error: ")
+    assert message in err

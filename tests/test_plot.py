@@ -1,0 +1,308 @@
+"""posenc.plot: figures, their data, saving and argument errors (needs matplotlib)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib", reason="posenc.plot needs the 'plot' extra (matplotlib)")
+
+from matplotlib.figure import Figure
+
+import posenc
+from posenc import analysis, plot
+
+# Small arguments for each figure, so that the whole file stays fast.
+SMALL: dict[str, dict[str, Any]] = {
+    "heatmap": {"length": 20, "d_model": 16},
+    "sinusoids": {"length": 20, "d_model": 16},
+    "wavelengths": {"d_model": 16},
+    "similarity": {"length": 20, "d_model": 16},
+    "precision": {"max_position": 1000, "d_model": 16},
+}
+WITH_COLORBAR = {"heatmap", "similarity"}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _titles(fig: Figure) -> str:
+    parts = [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes]
+    return "\n".join(parts)
+
+
+def _data_axes(fig: Figure) -> list[Any]:
+    """The axes that hold data (colour bars excluded)."""
+    colorbar_axes = {im.colorbar.ax for ax in fig.axes for im in ax.images if im.colorbar}
+    return [ax for ax in fig.axes if ax not in colorbar_axes]
+
+
+def test_plots_mapping_names_every_figure_and_is_read_only() -> None:
+    assert dict(plot.PLOTS) == {
+        "heatmap": plot.heatmap,
+        "sinusoids": plot.sinusoids,
+        "wavelengths": plot.wavelength_plot,
+        "similarity": plot.similarity_plot,
+        "precision": plot.precision_plot,
+    }
+    with pytest.raises(TypeError):
+        plot.PLOTS["new"] = plot.heatmap  # type: ignore[index]
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+@pytest.mark.parametrize(
+    ("convention", "base"), [("paper", 10000.0), ("tensor2tensor", 500.0), ("marian", 1e6)]
+)
+def test_figure_is_labelled_and_titled(kind: str, convention: str, base: float) -> None:
+    fig = plot.PLOTS[kind](**SMALL[kind], base=base, convention=convention)
+    assert isinstance(fig, Figure)
+    title = _titles(fig)
+    d_model = SMALL[kind]["d_model"]
+    assert f"convention={convention}" in title
+    assert f"base={base:g}" in title
+    assert f"d_model={d_model}" in title
+    axes = _data_axes(fig)
+    assert axes
+    for ax in axes:
+        assert "(" in ax.get_xlabel()  # every label is there and states its unit
+        assert "(" in ax.get_ylabel()
+        assert ax.has_data()
+    has_colorbar = any(im.colorbar is not None for ax in fig.axes for im in ax.images)
+    assert has_colorbar == (kind in WITH_COLORBAR)
+    for ax in fig.axes:
+        for image in ax.images:
+            assert image.colorbar is not None
+            assert image.colorbar.ax.get_ylabel()
+
+
+@pytest.mark.parametrize("convention", ["paper", "tensor2tensor", "marian"])
+@pytest.mark.parametrize(("length", "d_model"), [(1, 1), (7, 5), (30, 16)])
+def test_heatmap_shows_the_table(convention: str, length: int, d_model: int) -> None:
+    fig = plot.heatmap(length, d_model, base=100.0, convention=convention)
+    image = fig.axes[0].images[0]
+    expected = posenc.sinusoidal(length, d_model, base=100.0, convention=convention)
+    data = np.asarray(image.get_array())
+    assert data.shape == (length, d_model)  # positions down, channels across
+    assert np.array_equal(data, expected)
+    assert image.get_clim() == (-1.0, 1.0)
+    assert image.get_cmap().name == "RdBu_r"
+
+
+def test_sinusoids_draws_the_channels_named_in_the_legend() -> None:
+    fig = plot.sinusoids(40, 16, channels=[0, 5, 15], base=100.0)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    lam = analysis.wavelengths(16, base=100.0).wavelengths
+    assert texts == [
+        f"channel 0: sin, λ = {lam[0]:.3g}",
+        f"channel 5: cos, λ = {lam[2]:.3g}",
+        f"channel 15: cos, λ = {lam[7]:.3g}",
+    ]
+    table = posenc.sinusoidal(40, 16, base=100.0, dtype=np.float64)
+    dots = [line for line in ax.get_lines() if line.get_linestyle() == "None"]
+    assert len(dots) == 3
+    for line, channel in zip(dots, [0, 5, 15], strict=True):
+        assert np.array_equal(line.get_xdata(), np.arange(40))
+        assert np.array_equal(line.get_ydata(), table[:, channel])
+
+
+def test_sinusoids_zero_column_and_default_channels() -> None:
+    texts = [
+        t.get_text()
+        for t in plot.sinusoids(10, 7, channels=[6], convention="tensor2tensor")
+        .axes[0]
+        .get_legend()
+        .get_texts()
+    ]
+    assert texts == ["channel 6: zero column"]
+    # default: sin channels only, fastest one first; long ranges skip channels that would
+    # oscillate more than 20 times
+    short = plot.sinusoids(100, 128).axes[0].get_legend().get_texts()
+    assert 2 <= len(short) <= 5
+    assert short[0].get_text().startswith("channel 0: sin")
+    lam = analysis.wavelengths(1024).wavelengths
+    for text in plot.sinusoids(10_000, 1024).axes[0].get_legend().get_texts():
+        channel = int(text.get_text().split()[1].rstrip(":"))
+        assert channel % 2 == 0
+        assert 10_000 / lam[channel // 2] <= 20
+
+
+@pytest.mark.parametrize("convention", ["paper", "tensor2tensor"])
+def test_wavelength_plot_data_and_reference_lines(convention: str) -> None:
+    fig = plot.wavelength_plot(64, base=1000.0, convention=convention)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    expected = analysis.wavelengths(64, base=1000.0, convention=convention).wavelengths
+    curves = [line for line in ax.get_lines() if len(line.get_xdata()) == expected.shape[0]]
+    assert len(curves) == 1
+    assert np.array_equal(curves[0].get_ydata(), expected)
+    levels = {float(line.get_ydata()[0]) for line in ax.get_lines() if line not in curves}
+    assert levels == {2 * math.pi, 1000.0 * 2 * math.pi}
+
+
+@pytest.mark.parametrize("metric", ["dot", "cosine"])
+def test_similarity_plot_shows_the_analysis_result(metric: str) -> None:
+    fig = plot.similarity_plot(25, 12, convention="marian", metric=metric)
+    expected = analysis.similarity(25, 12, convention="marian", metric=metric)
+    matrix_ax, profile_ax = _data_axes(fig)
+    assert np.array_equal(np.asarray(matrix_ax.images[0].get_array()), expected.matrix)
+    low, high = matrix_ax.images[0].get_clim()
+    assert -low == high > 0  # diverging scale centred at 0
+    (line,) = [ln for ln in profile_ax.get_lines() if len(ln.get_xdata()) == 25]
+    assert np.array_equal(line.get_xdata(), expected.distances)
+    assert np.array_equal(line.get_ydata(), expected.profile)
+
+
+def test_similarity_plot_beyond_2048_positions_keeps_every_distance() -> None:
+    fig = plot.similarity_plot(2100, 8)
+    matrix_ax, profile_ax = _data_axes(fig)
+    assert np.asarray(matrix_ax.images[0].get_array()).shape == (2048, 2048)
+    (line,) = [ln for ln in profile_ax.get_lines() if len(ln.get_xdata()) > 2]
+    assert np.array_equal(line.get_xdata(), np.arange(2100))
+    # even d_model: the similarity depends on distance only, so the subset's profile is exact
+    full = analysis.similarity(2100, 8)
+    assert np.allclose(line.get_ydata(), full.profile, rtol=0, atol=1e-9)
+
+
+def test_precision_plot_curves() -> None:
+    start = time.perf_counter()
+    fig = plot.precision_plot()  # the default figure: up to 10**6, d_model 128
+    elapsed = time.perf_counter() - start
+    assert elapsed < 6.0  # about 1 s on an idle core; generous for a shared machine
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    curves = {line.get_label(): line for line in ax.get_lines() if line.get_marker() == "o"}
+    assert set(curves) == {
+        "posenc, float32",
+        "float32 recipe",
+        "posenc, bfloat16",
+        "bfloat16 recipe",
+    }
+    x = curves["posenc, float32"].get_xdata()
+    assert x[0] == 10
+    assert x[-1] == 10**6
+    assert np.all(np.diff(np.log10(x)) > 0.1)  # a log grid
+    ours32 = np.asarray(curves["posenc, float32"].get_ydata())
+    recipe32 = np.asarray(curves["float32 recipe"].get_ydata())
+    ours16 = np.asarray(curves["posenc, bfloat16"].get_ydata())
+    recipe16 = np.asarray(curves["bfloat16 recipe"].get_ydata())
+    assert np.all(ours32 <= 2.0**-25 * (1 + 1e-6))
+    assert np.all(ours16 <= 2.0**-9 * (1 + 1e-6))
+    assert recipe32[-1] > 1e-2 > 1e-6 > recipe32[0] / 10
+    assert np.all(recipe16 > ours16)
+    last = analysis.precision_report(10**6, 128, "float32", samples=8, seed=0)
+    assert recipe32[-1] == last.method("float32 recipe").max_error
+
+
+@pytest.mark.parametrize(
+    ("kind", "suffix", "as_str"),
+    [
+        ("heatmap", ".png", False),
+        ("sinusoids", ".svg", True),
+        ("wavelengths", ".SVG", False),
+        ("precision", ".PNG", True),
+    ],
+)
+def test_saving_writes_the_format_of_the_suffix(
+    tmp_path: Path, kind: str, suffix: str, as_str: bool
+) -> None:
+    target = tmp_path / f"figure{suffix}"
+    fig = plot.PLOTS[kind](**SMALL[kind], path=str(target) if as_str else target)
+    assert isinstance(fig, Figure)
+    data = target.read_bytes()
+    if suffix.lower() == ".png":
+        assert data.startswith(PNG_MAGIC)
+    else:
+        assert data.lstrip().startswith(b"<?xml")
+        assert b"<svg" in data[:2000]
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+@pytest.mark.parametrize("name", ["figure.pdf", "figure.png.txt"])
+def test_bad_path_suffix_raises_and_writes_nothing(tmp_path: Path, kind: str, name: str) -> None:
+    with pytest.raises(ValueError, match=r"path must end in \.png or \.svg.*" + name):
+        plot.PLOTS[kind](**SMALL[kind], path=tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_path_without_suffix_or_of_the_wrong_type() -> None:
+    with pytest.raises(ValueError, match=r"path must end in \.png or \.svg .*got 'figure'"):
+        plot.heatmap(5, 4, path="figure")
+    with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike"):
+        plot.heatmap(5, 4, path=123)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "pattern"),
+    [
+        (lambda: plot.heatmap(0, 8), ValueError, r"length must be an integer >= 1, got 0"),
+        (lambda: plot.heatmap(2.5, 8), TypeError, r"length must be an integer"),
+        (lambda: plot.heatmap(5, 0), ValueError, r"d_model must be an integer >= 1, got 0"),
+        (lambda: plot.heatmap(5, True), TypeError, r"d_model must be an integer"),
+        (lambda: plot.heatmap(5, 8, base=-1.0), ValueError, r"base must be a positive"),
+        (lambda: plot.heatmap(5, 8, base="x"), TypeError, r"base must be a positive"),
+        (lambda: plot.heatmap(5, 8, convention="bert"), ValueError, r"convention must be one"),
+        (
+            lambda: plot.sinusoids(5, 8, channels=[8]),
+            ValueError,
+            r"channels must lie in 0 \.\. d_model-1 = 7, got 8",
+        ),
+        (lambda: plot.sinusoids(5, 8, channels=[-1]), ValueError, r"channels must be an integer"),
+        (lambda: plot.sinusoids(5, 8, channels=[]), ValueError, r"channels must name at least"),
+        (lambda: plot.sinusoids(5, 8, channels="0"), TypeError, r"channels must be None or"),
+        (lambda: plot.sinusoids(5, 8, channels=[1.5]), TypeError, r"channels must be an integer"),
+        (lambda: plot.sinusoids(0, 8), ValueError, r"length must be an integer >= 1"),
+        (lambda: plot.wavelength_plot(0), ValueError, r"d_model must be an integer >= 1"),
+        (lambda: plot.wavelength_plot(8, base=0.0), ValueError, r"base must be a positive"),
+        (lambda: plot.similarity_plot(1, 8), ValueError, r"length must be an integer >= 2"),
+        (lambda: plot.similarity_plot(5, 8, metric="l2"), ValueError, r"metric must be 'dot'"),
+        (lambda: plot.precision_plot(5, 8), ValueError, r"max_position must be an integer >= 10"),
+        (lambda: plot.precision_plot(2**53 + 1, 8), ValueError, r"max_position must be at most"),
+        (lambda: plot.precision_plot(100, 8, convention=3), TypeError, r"convention must be a"),
+        (
+            lambda: plot.wavelength_plot(1, convention="tensor2tensor"),
+            ValueError,
+            r"d_model must be >= 2 under convention 'tensor2tensor'",
+        ),
+        (
+            lambda: plot.precision_plot(100, 1, convention="tensor2tensor"),
+            ValueError,
+            r"d_model must be >= 2 under convention 'tensor2tensor'",
+        ),
+    ],
+)
+def test_bad_arguments_raise_errors_naming_them(call: Any, error: type, pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_no_pyplot_and_no_open_figures() -> None:
+    """Figures are built without pyplot: nothing is registered with it and it is not imported."""
+    code = (
+        "import sys, posenc.plot as p\n"
+        "for name, f in p.PLOTS.items():\n"
+        "    f(**({'max_position': 100} if name == 'precision' else {}), d_model=8)\n"
+        "print('matplotlib.pyplot' in sys.modules)\n"
+        "import matplotlib.pyplot as plt\n"
+        "print(plt.get_fignums())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split("\n")[:2] == ["False", "[]"]
+
+
+def test_missing_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(sys.modules):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    monkeypatch.delitem(sys.modules, "posenc.plot")
+    with pytest.raises(ImportError, match=r"pip install 'posenc\[plot\]'"):
+        importlib.import_module("posenc.plot")
