@@ -12,25 +12,37 @@ from __future__ import annotations
 
 from . import analysis
 from .conventions import CONVENTIONS
-from .frequencies import frequencies
+from .frequencies import ROPE_TYPES, RopeScaling, frequencies, rope_frequencies, rope_scaling
+from .grid import GRID_CONVENTIONS, sinusoidal_grid
 from .positions import (
     positions_from_cu_seqlens,
     positions_from_mask,
     positions_from_segments,
     positions_from_tokens,
 )
+from .rotary import apply_rotary, rotary_cos_sin
 from .sinusoidal import sinusoidal
+from .timestep import timestep_embedding
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CONVENTIONS",
+    "GRID_CONVENTIONS",
+    "ROPE_TYPES",
+    "RopeScaling",
     "__version__",
     "analysis",
+    "apply_rotary",
     "frequencies",
     "positions_from_cu_seqlens",
     "positions_from_mask",
     "positions_from_segments",
     "positions_from_tokens",
+    "rope_frequencies",
+    "rope_scaling",
+    "rotary_cos_sin",
     "sinusoidal",
+    "sinusoidal_grid",
+    "timestep_embedding",
 ]

@@ -22,6 +22,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 from .embedding import TransformerEmbedding
 from .functional import cast_exact, sinusoidal
+from .grid import SinusoidalGridEncoding
+from .rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
 from .sinusoidal import SinusoidalPositionalEncoding
+from .timestep import TimestepEmbedding, timestep_embedding
 
-__all__ = ["SinusoidalPositionalEncoding", "TransformerEmbedding", "cast_exact", "sinusoidal"]
+__all__ = [
+    "RotaryEmbedding",
+    "SinusoidalGridEncoding",
+    "SinusoidalPositionalEncoding",
+    "TimestepEmbedding",
+    "TransformerEmbedding",
+    "apply_rotary",
+    "cast_exact",
+    "rotary_cos_sin",
+    "sinusoidal",
+    "timestep_embedding",
+]

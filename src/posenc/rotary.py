@@ -1,0 +1,279 @@
+"""Rotary position embeddings (RoPE): cos/sin tables in float64 and a NumPy reference rotation.
+
+RoPE rotates pair ``k`` of the first ``rotary_dim`` channels of a query or key at position
+``p`` by the angle ``θ_k = p·ω_k`` (ω_k from :func:`posenc.rope_frequencies`,
+``n = rotary_dim / 2`` pairs). Frameworks disagree on which channels form a pair:
+
+- ``pairs="half"``: channel ``i`` pairs with ``i + n`` (GPT-NeoX, Hugging Face
+  ``rotate_half``, keras-hub, Qwen). cos/sin tables are ``[θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]``.
+- ``pairs="interleaved"``: channel ``2k`` pairs with ``2k + 1`` (Meta's original Llama,
+  torchtune, rotary-embedding-torch, timm). Tables are ``[θ_0, θ_0, θ_1, θ_1, ...]``.
+
+Both rotate a pair ``(a, b)`` to ``(a·cos θ − b·sin θ, b·cos θ + a·sin θ)``; the two layouts
+are permutations of each other. Channels past ``rotary_dim`` pass through unchanged.
+
+Where a scaling defines an attention factor (YaRN, LongRoPE), the tables returned here are
+already multiplied by it, as Hugging Face's rotary modules return them
+(``cos * attention_scaling``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._checks import check_float_dtype, check_int
+from .frequencies import RopeScaling, rope_frequencies, rope_scaling
+from .sinusoidal import positions_array
+
+__all__ = [
+    "PAIRS",
+    "apply_rotary",
+    "check_pairs",
+    "default_seq_len",
+    "pair_slices",
+    "resolve_rotary_dim",
+    "rotary_cos_sin",
+]
+
+#: The pair layouts understood by :func:`rotary_cos_sin` and :func:`apply_rotary`.
+PAIRS = ("half", "interleaved")
+
+# Rows per chunk when filling tables: keeps the float64 temporaries near 2 MiB each.
+_CHUNK_ELEMENTS = 1 << 18
+
+
+def check_pairs(pairs: Any) -> str:
+    """``pairs`` must be ``"half"`` or ``"interleaved"``.
+
+    >>> check_pairs("half")
+    'half'
+    >>> check_pairs("neox")
+    Traceback (most recent call last):
+    ...
+    ValueError: pairs must be 'half' or 'interleaved', got 'neox'
+    """
+    if not isinstance(pairs, str):
+        raise TypeError(f"pairs must be 'half' or 'interleaved', got {pairs!r}")
+    if pairs not in PAIRS:
+        raise ValueError(f"pairs must be 'half' or 'interleaved', got {pairs!r}")
+    return pairs
+
+
+def pair_slices(pairs: str, n: int) -> tuple[slice, slice]:
+    """Where the first and the second channel of each of the ``n`` pairs sit.
+
+    ``table[..., first]`` and ``table[..., second]`` both hold ``θ_0 .. θ_{n-1}``.
+
+    >>> pair_slices("half", 3)
+    (slice(0, 3, None), slice(3, 6, None))
+    >>> pair_slices("interleaved", 3)
+    (slice(0, 6, 2), slice(1, 6, 2))
+    """
+    if pairs == "half":
+        return slice(0, n), slice(n, 2 * n)
+    return slice(0, 2 * n, 2), slice(1, 2 * n, 2)
+
+
+def resolve_rotary_dim(
+    head_dim: int, rotary_dim: Any = None, scaling: RopeScaling | None = None
+) -> int:
+    """The number of rotated channels: ``rotary_dim``, or ``head_dim`` × the scaling's
+    ``partial_rotary_factor`` (truncated, as Hugging Face does), or ``head_dim``.
+
+    It must be even and at most ``head_dim``; given both ways, they must agree.
+
+    >>> resolve_rotary_dim(64, None, RopeScaling(partial_rotary_factor=0.25))
+    16
+    >>> resolve_rotary_dim(7)
+    Traceback (most recent call last):
+    ...
+    ValueError: rotary_dim must be even (RoPE rotates pairs of channels), got 7 (head_dim is 7: \
+pass an even rotary_dim <= 7)
+    """
+    head_dim = check_int("head_dim", head_dim, minimum=1)
+    partial = None if scaling is None else scaling.partial_rotary_factor
+    from_factor = None if partial is None else int(head_dim * partial)
+    if rotary_dim is None:
+        dim = head_dim if from_factor is None else from_factor
+    else:
+        dim = check_int("rotary_dim", rotary_dim, minimum=2)
+        if from_factor is not None and dim != from_factor:
+            raise ValueError(
+                f"rotary_dim = {dim} disagrees with scaling['partial_rotary_factor'] = "
+                f"{partial!r} (int({head_dim} * {partial!r}) = {from_factor}); give one of them"
+            )
+    if dim > head_dim:
+        raise ValueError(f"rotary_dim must be <= head_dim = {head_dim}, got {dim}")
+    if dim < 2 or dim % 2:
+        hint = f" (head_dim is {head_dim}: pass an even rotary_dim <= {head_dim})"
+        raise ValueError(
+            f"rotary_dim must be even (RoPE rotates pairs of channels), got {dim}"
+            + (hint if rotary_dim is None else "")
+        )
+    return dim
+
+
+def default_seq_len(largest_position: float | None) -> int | None:
+    """The sequence length a length-dependent scaling sees: largest position + 1 (as in
+    Hugging Face), ``None`` for no positions.
+
+    >>> default_seq_len(4095), default_seq_len(2.5), default_seq_len(None)
+    (4096, 3, None)
+    """
+    if largest_position is None:
+        return None
+    return max(int(np.floor(largest_position)) + 1, 0)
+
+
+def rotary_cos_sin(
+    positions: Any,
+    head_dim: int,
+    *,
+    base: float = 10000.0,
+    scaling: Any = None,
+    rotary_dim: int | None = None,
+    pairs: str = "half",
+    dtype: Any = np.float32,
+    seq_len: int | None = None,
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The RoPE cos and sin tables of ``positions``, computed in float64 and rounded once.
+
+    Args:
+        positions: an int ``L`` (positions ``0 .. L-1``) or an array-like of integer or real
+            positions of any shape ``S``.
+        head_dim: channels per attention head, an integer >= 2.
+        base: the wavelength base (``rope_theta``), a finite number > 0.
+        scaling: ``None``, a dict of Hugging Face rope parameters (``config.rope_parameters``
+            or the older ``config.rope_scaling``) or a :class:`posenc.RopeScaling`:
+            ``linear``, ``dynamic``, ``yarn``, ``llama3`` or ``longrope``.
+        rotary_dim: rotate only the first ``rotary_dim`` channels (even, <= ``head_dim``);
+            default ``head_dim``, or ``int(head_dim * partial_rotary_factor)`` when the
+            scaling has one.
+        pairs: ``"half"`` (Hugging Face / GPT-NeoX) or ``"interleaved"`` (Meta / torchtune /
+            rotary-embedding-torch); see :mod:`posenc.rotary`.
+        dtype: output dtype: float32 (default), float16 or float64.
+        seq_len: the sequence length ``dynamic`` and ``longrope`` select their frequencies
+            by; default the largest position + 1 (Hugging Face's rule). Ignored otherwise.
+
+    Returns:
+        ``(cos, sin)``, each of shape ``(L, rotary_dim)`` or ``(*S, rotary_dim)``, laid out for
+        ``pairs`` and already multiplied by the scaling's attention factor (YaRN, LongRoPE;
+        1 otherwise), exactly what Hugging Face's rotary modules return.
+
+    >>> cos, sin = rotary_cos_sin(3, 4)
+    >>> cos
+    array([[ 1.        ,  1.        ,  1.        ,  1.        ],
+           [ 0.5403023 ,  0.99995   ,  0.5403023 ,  0.99995   ],
+           [-0.41614684,  0.9998    , -0.41614684,  0.9998    ]], dtype=float32)
+    >>> rotary_cos_sin(3, 4, pairs="interleaved")[1][1]
+    array([0.84147096, 0.84147096, 0.00999983, 0.00999983], dtype=float32)
+    >>> yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    >>> rotary_cos_sin([0], 8, scaling=yarn)[0]  # cos(0) times YaRN's attention factor
+    array([[1.1386294, 1.1386294, 1.1386294, 1.1386294, 1.1386294, 1.1386294, 1.1386294,
+            1.1386294]], dtype=float32)
+    """
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    spec = rope_scaling(scaling)
+    dim = resolve_rotary_dim(head_dim, rotary_dim, spec)
+    pairs = check_pairs(pairs)
+    out_dtype = check_float_dtype("dtype", dtype)
+    pos = positions_array(positions)
+    flat = pos.reshape(-1)
+    if seq_len is None and spec is not None and spec.depends_on_length and flat.size:
+        seq_len = default_seq_len(float(np.max(flat)))
+    omega, attention = rope_frequencies(dim, base=base, scaling=spec, seq_len=seq_len)
+
+    n = dim // 2
+    first, second = pair_slices(pairs, n)
+    cos = np.empty((flat.shape[0], dim), dtype=out_dtype)
+    sin = np.empty((flat.shape[0], dim), dtype=out_dtype)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, flat.shape[0], rows):
+        angles = np.multiply.outer(flat[start : start + rows].astype(np.float64), omega)
+        for out, fn in ((cos, np.cos), (sin, np.sin)):
+            values = fn(angles)
+            if attention != 1.0:
+                values *= attention
+            out[start : start + rows, first] = values
+            out[start : start + rows, second] = values
+    return cos.reshape(*pos.shape, dim), sin.reshape(*pos.shape, dim)
+
+
+def _as_float_array(name: str, value: Any) -> npt.NDArray[Any]:
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{name} must be an array of real numbers, got {type(value).__name__}"
+        ) from exc
+    if array.dtype.kind != "f":
+        raise TypeError(f"{name} must be a floating-point array, got dtype {array.dtype}")
+    return array
+
+
+def apply_rotary(
+    x: Any, cos: Any, sin: Any, *, pairs: str = "half", rotary_dim: int | None = None
+) -> npt.NDArray[Any]:
+    """Rotate the first ``rotary_dim`` channels of ``x`` by the angles in ``cos``/``sin``.
+
+    The NumPy reference of RoPE: ``x·cos + rotate(x)·sin`` on the rotated channels, where
+    ``rotate`` maps each pair ``(a, b)`` to ``(−b, a)``; the other channels pass through.
+
+    Args:
+        x: floating array ``(..., head_dim)`` (float16, float32 or float64).
+        cos, sin: tables from :func:`rotary_cos_sin` with the same ``pairs``, of shape
+            ``(..., rotary_dim)`` broadcastable against ``x[..., :rotary_dim]``; e.g. ``(s, r)``
+            for ``x`` of shape ``(b, h, s, head_dim)``, or ``(b, 1, s, r)`` per batch element.
+        pairs: ``"half"`` or ``"interleaved"``, the layout of ``cos``/``sin``.
+        rotary_dim: the number of rotated channels; default ``cos.shape[-1]`` (it must equal
+            that when given).
+
+    Returns:
+        array of ``x``'s shape and dtype; computed in float64 and rounded once.
+
+    >>> cos, sin = rotary_cos_sin([1], 4, dtype=np.float64)
+    >>> apply_rotary(np.array([[1.0, 0.0, 0.0, 0.0]]), cos, sin).round(4)  # pair (0, 2) turns 1 rad
+    array([[0.5403, 0.    , 0.8415, 0.    ]])
+    >>> x = np.arange(6.0).reshape(1, 6)
+    >>> apply_rotary(x, *rotary_cos_sin([0], 6, rotary_dim=4))  # position 0: identity
+    array([[0., 1., 2., 3., 4., 5.]])
+    """
+    pairs = check_pairs(pairs)
+    x = _as_float_array("x", x)
+    cos = _as_float_array("cos", cos)
+    sin = _as_float_array("sin", sin)
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {cos.shape} and {sin.shape}")
+    if x.ndim == 0 or cos.ndim == 0:
+        raise ValueError(
+            f"x and cos must have a channel dimension, got shapes {x.shape} and {cos.shape}"
+        )
+    dim = cos.shape[-1]
+    if rotary_dim is not None and check_int("rotary_dim", rotary_dim, minimum=2) != dim:
+        raise ValueError(f"rotary_dim = {rotary_dim} must equal cos.shape[-1] = {dim}")
+    if dim < 2 or dim % 2 or dim > x.shape[-1]:
+        raise ValueError(
+            f"cos must have an even number of channels <= x.shape[-1] = {x.shape[-1]}, "
+            f"got shape {cos.shape}"
+        )
+    part = (*x.shape[:-1], dim)
+    try:
+        together = np.broadcast_shapes(part, cos.shape)
+    except ValueError:
+        together = None
+    if together != part:
+        raise ValueError(
+            f"cos/sin of shape {cos.shape} must broadcast against x[..., :{dim}] of shape "
+            f"{part} (x has shape {x.shape})"
+        )
+    rotated = x[..., :dim].astype(np.float64)
+    turned = np.empty_like(rotated)
+    first, second = pair_slices(pairs, dim // 2)
+    turned[..., first] = -rotated[..., second]
+    turned[..., second] = rotated[..., first]
+    out = np.array(x, copy=True)
+    out[..., :dim] = rotated * cos.astype(np.float64) + turned * sin.astype(np.float64)
+    return out

@@ -1,0 +1,257 @@
+"""``SinusoidalGridEncoding``: the 2-D / 3-D sin-cos grids of :mod:`posenc.grid` in PyTorch.
+
+Shape legend: ``b`` batch, ``N`` tokens = ``extra_tokens + prod(grid_shape)``, ``d`` = d_model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._checks import check_base, check_probability
+from ..frequencies import frequencies
+from ..grid import GridPlan, get_grid_convention, grid_plan
+from ..sinusoidal import FeatureSlices, feature_slices
+from .functional import cast_exact, check_dtype, sinusoidal_from_omega, work_device
+
+__all__ = ["SinusoidalGridEncoding", "grid_table"]
+
+
+def grid_table(
+    plan: GridPlan,
+    omegas: dict[tuple[int, str], tuple[torch.Tensor, FeatureSlices]],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor:
+    """The encoding of ``plan``, ``(plan.rows, d)`` in ``dtype`` on ``device``.
+
+    ``omegas`` maps each block's ``(width, convention)`` to its float64 frequencies and layout.
+    Positions, angles and sin/cos are float64; :func:`cast_exact` is the only rounding. No
+    argument checks (:func:`posenc.grid.grid_plan` made them).
+    """
+    work = work_device(device)
+    shape, d = plan.shape, plan.d_model
+    cells = torch.zeros((*shape, d), dtype=torch.float64, device=work)
+    for block in plan.blocks:
+        omega, layout = omegas[(block.width, block.convention)]
+        n = shape[block.axis]
+        steps = torch.arange(n, dtype=torch.float64, device=work)
+        positions = (plan.offsets[block.axis] + steps) * plan.factors[block.axis]
+        table = sinusoidal_from_omega(positions, omega, layout, block.width, torch.float64)
+        along = [1] * len(shape)
+        along[block.axis] = n
+        for src, dst in block.columns:
+            cells[..., dst] = table[:, src].reshape(*along, -1)
+    flat = cells.reshape(-1, d)
+    if plan.extra_tokens:
+        zeros = torch.zeros((plan.extra_tokens, d), dtype=torch.float64, device=work)
+        flat = torch.cat([zeros, flat])
+    return cast_exact(flat, dtype).to(device)
+
+
+class SinusoidalGridEncoding(nn.Module):
+    """Adds the sin-cos encoding of a 2-D / 3-D grid to a sequence of patch embeddings.
+
+    ``forward(x)`` returns ``dropout(x + PE)`` where ``PE`` is
+    :func:`posenc.sinusoidal_grid(grid_shape, d_model, ...) <posenc.sinusoidal_grid>`
+    (flattened, row-major, ``extra_tokens`` zero rows first); ``encoding()`` returns ``PE``.
+
+    Args:
+        d_model: number of channels ``d`` (the convention may require a multiple of 4 or 16).
+        convention: ``"mae"`` (default), ``"timm"``, ``"timm_interleaved"``,
+            ``"diffusers_3d"`` or ``"positional_encodings"`` (:data:`posenc.grid.GRID_CONVENTIONS`).
+        base: wavelength base, a finite number > 0 (10000).
+        grid_shape: the default grid ``(h, w)`` / ``(t, h, w)``; its table is built here. If
+            None, pass ``grid_shape=`` to every call.
+        base_size, interpolation_scale, offset, cls_token, extra_tokens: as in
+            :func:`posenc.sinusoidal_grid` (fixed for the module; diffusers' ``PatchEmbed``
+            keeps ``base_size`` when the resolution changes, and so does this module).
+        dropout: dropout probability after the addition, in [0, 1].
+        device, dtype: where and in which dtype the cached table is built (factory kwargs).
+
+    Shapes:
+        - ``x``: ``(b, N, d)`` or ``(N, d)``, floating point; the output has its shape/dtype.
+        - ``grid_shape`` (forward/encoding): a tuple of ints; default the constructor's.
+
+    Precision and cache: the table is computed from float64 positions and angles and rounded
+    once to ``x``'s dtype (also float16/bfloat16). The table of the last grid used by
+    ``forward`` is kept as the non-persistent buffer ``pe`` (not in ``state_dict``); a call
+    with another grid, dtype or device rebuilds it there. Under ``torch.compile`` the buffer
+    is never replaced: other grids are computed on the fly, with identical values.
+    ``.to()``, ``.half()`` and ``to_empty()`` rebuild the buffer from float64.
+
+    >>> enc = SinusoidalGridEncoding(64, grid_shape=(4, 4), cls_token=True)
+    >>> enc(torch.zeros(2, 17, 64)).shape
+    torch.Size([2, 17, 64])
+    >>> enc.encoding((2, 3)).shape
+    torch.Size([7, 64])
+    """
+
+    pe: torch.Tensor
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        convention: str = "mae",
+        base: float = 10000.0,
+        grid_shape: Sequence[int] | None = None,
+        base_size: Any = None,
+        interpolation_scale: Any = 1.0,
+        offset: Any = 0,
+        cls_token: bool = False,
+        extra_tokens: int = 0,
+        dropout: float = 0.0,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        conv = get_grid_convention(convention)
+        self.convention = conv.name
+        self.base = check_base("base", base)
+        self._knobs: dict[str, Any] = {
+            "convention": conv.name,
+            "base_size": base_size,
+            "interpolation_scale": interpolation_scale,
+            "offset": offset,
+            "cls_token": cls_token,
+            "extra_tokens": extra_tokens,
+        }
+        # grid_plan checks every argument (on a one-cell grid when no grid_shape is given).
+        self.d_model = d_model
+        plan = self._plan(grid_shape if grid_shape is not None else self._probe_shape(conv.ndims))
+        self.d_model = plan.d_model
+        self.extra_tokens = plan.extra_tokens
+        self.grid_shape = None if grid_shape is None else plan.shape
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        # Plain CPU float64 tensors, not buffers: module casts must never touch them.
+        self._omegas: dict[tuple[int, str], tuple[torch.Tensor, FeatureSlices]] = {}
+        for ndim in conv.ndims:
+            for block in conv.blocks(self.d_model, ndim):
+                omega = frequencies(block.width, base=self.base, convention=block.convention)
+                layout = feature_slices(block.width, block.convention)
+                self._omegas[(block.width, block.convention)] = (torch.from_numpy(omega), layout)
+        self._default = plan if grid_shape is not None else None
+        self._cached = self._default
+        dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
+        device = torch.get_default_device() if device is None else torch.device(device)
+        self.register_buffer("pe", self._build(self._cached, dtype, device), persistent=False)
+
+    # -- table ------------------------------------------------------------------------------
+
+    def _probe_shape(self, ndims: tuple[int, ...]) -> tuple[int, ...]:
+        """A one-cell grid whose rank fits the per-axis knobs, to check them in __init__."""
+        for name in ("base_size", "interpolation_scale", "offset"):
+            value = self._knobs[name]
+            if isinstance(value, Sequence) and not isinstance(value, str) and len(value) in ndims:
+                return (1,) * len(value)
+        return (1,) * ndims[0]
+
+    def _plan(self, grid_shape: Any) -> GridPlan:
+        return grid_plan(grid_shape, self.d_model, **self._knobs)
+
+    def _build(
+        self, plan: GridPlan | None, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
+        with torch.inference_mode(False), torch.no_grad():
+            if plan is None:
+                return torch.empty((0, self.d_model), dtype=dtype, device=device)
+            if device.type == "meta":
+                return torch.empty((plan.rows, self.d_model), dtype=dtype, device=device)
+            return grid_table(plan, self._omegas, dtype, device)
+
+    def _resolve(self, grid_shape: Any) -> GridPlan:
+        if grid_shape is None:
+            if self._default is None:
+                raise ValueError(
+                    "grid_shape must be given: this module was built without a default "
+                    "grid_shape (pass grid_shape=(h, w) here or to the constructor)"
+                )
+            return self._default
+        if isinstance(grid_shape, Sequence):
+            for plan in (self._cached, self._default):
+                if plan is not None and tuple(grid_shape) == plan.shape:
+                    return plan
+        return self._plan(grid_shape)
+
+    def _table(
+        self, plan: GridPlan, dtype: torch.dtype, device: torch.device, *, adopt: bool
+    ) -> torch.Tensor:
+        pe = self.pe
+        if plan is self._cached and pe.dtype == dtype and pe.device == device:
+            return pe
+        if adopt and not torch.compiler.is_compiling():
+            self.pe = self._build(plan, dtype, device)
+            self._cached = plan
+            return self.pe
+        return self._build(plan, dtype, device)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> SinusoidalGridEncoding:
+        # nn.Module casts would round the table twice or leave it uninitialised (to_empty);
+        # rebuild it from float64 where the cast put it instead.
+        before = self.pe
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        if self.pe is not before:
+            self.pe = self._build(self._cached, self.pe.dtype, self.pe.device)
+        return self
+
+    # -- API --------------------------------------------------------------------------------
+
+    def encoding(
+        self,
+        grid_shape: Any = None,
+        *,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+    ) -> torch.Tensor:
+        """The grid encoding itself, ``(N, d)``, without adding it to anything.
+
+        Args:
+            grid_shape: the grid; default the constructor's ``grid_shape``.
+            dtype, device: of the result; default those of the buffer ``pe``.
+        """
+        plan = self._resolve(grid_shape)
+        dtype = check_dtype("dtype", self.pe.dtype if dtype is None else dtype)
+        device = self.pe.device if device is None else torch.device(device)
+        return self._table(plan, dtype, device, adopt=False)
+
+    def forward(self, x: torch.Tensor, *, grid_shape: Any = None) -> torch.Tensor:
+        """``dropout(x + PE)`` for ``x`` of shape ``(b, N, d)`` or ``(N, d)``.
+
+        Args:
+            x: patch embeddings, floating point, ``N = extra_tokens + prod(grid_shape)``.
+            grid_shape: the grid of ``x``'s patches; default the constructor's.
+
+        Returns:
+            tensor of ``x``'s shape and dtype.
+        """
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(
+                f"x must be a floating-point tensor of patch embeddings, got dtype {x.dtype}"
+            )
+        plan = self._resolve(grid_shape)
+        expected = (plan.rows, self.d_model)
+        if x.dim() not in (2, 3) or tuple(x.shape[-2:]) != expected:
+            extra = f"{plan.extra_tokens} extra + " if plan.extra_tokens else ""
+            raise ValueError(
+                f"x must have shape (b, N, d) or (N, d) with N = {extra}prod{plan.shape} = "
+                f"{plan.rows} and d = d_model = {self.d_model}, got {tuple(x.shape)}; pass the "
+                "grid of these patches as grid_shape="
+            )
+        pe = self._table(plan, x.dtype, x.device, adopt=True)
+        out: torch.Tensor = self.dropout(x + pe)
+        return out
+
+    def extra_repr(self) -> str:
+        knobs = self._knobs
+        return (
+            f"d_model={self.d_model}, convention={self.convention!r}, base={self.base}, "
+            f"grid_shape={self.grid_shape}, base_size={knobs['base_size']}, "
+            f"interpolation_scale={knobs['interpolation_scale']}, offset={knobs['offset']}, "
+            f"extra_tokens={self.extra_tokens}"
+        )
