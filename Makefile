@@ -19,8 +19,8 @@ demo: $(STAMP)
 	$(BIN)/posenc demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs
+	$(BIN)/ruff format --check src tests benchmarks examples docs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
