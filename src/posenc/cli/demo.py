@@ -155,13 +155,14 @@ def _seed001() -> None:
 
 
 def _figures(folder: Path) -> None:
-    _heading(f"5. Figures, written to {folder}/")
+    _heading("5. Figures")
     try:
         from .. import plot
     except ImportError as exc:
         print(f"{exc}: skipping the figures.")
         return
     folder.mkdir(parents=True, exist_ok=True)
+    print(f"written to {folder}/ (choose the folder with --out DIR):")
     for stem, (kind, kwargs) in FIGURES.items():
         path = folder / f"{stem}.png"
         plot.PLOTS[kind](**kwargs, path=path)
