@@ -52,11 +52,18 @@ class Row:
 
 
 class Table:
-    """Collects rows and prints them as an aligned (markdown-compatible) table."""
+    """Collects rows and prints them as an aligned (markdown-compatible) table.
+
+    ``references`` are the ratio columns always shown; a row may bring others (``refs`` keys
+    such as ``"seed 000"``), which get a column after them in order of first appearance.
+    ``note(text)`` keeps free-form paragraphs (e.g. a section's own sub-table) for
+    :meth:`render_notes`.
+    """
 
     def __init__(self, references: tuple[str, ...] = ("clone", "copy_")) -> None:
         self.references = references
         self.rows: list[Row] = []
+        self.notes: list[str] = []
 
     def add(
         self,
@@ -71,9 +78,21 @@ class Table:
         self.rows.append(row)
         return row
 
+    def note(self, text: str) -> None:
+        """Keep a paragraph of text (markdown) to print after the table."""
+        self.notes.append(text)
+
+    def columns(self) -> list[str]:
+        """The ratio columns: ``references``, then any other reference a row was given."""
+        names = list(self.references)
+        for row in self.rows:
+            names += [k for k in row.ratios if k not in names]
+        return names
+
     def render(self) -> str:
+        references = self.columns()
         head = ["group", "what", "median ms", "min ms", "max ms"]
-        head += [f"x {r}" for r in self.references] + ["note"]
+        head += [f"x {r}" for r in references] + ["note"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.rows:
             cells = [
@@ -83,10 +102,13 @@ class Table:
                 f"{1e3 * r.timing.min:.2f}",
                 f"{1e3 * r.timing.max:.2f}",
             ]
-            cells += [f"{r.ratios[k]:.2f}" if k in r.ratios else "" for k in self.references]
+            cells += [f"{r.ratios[k]:.2f}" if k in r.ratios else "" for k in references]
             cells.append(r.note)
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+    def render_notes(self) -> str:
+        return "\n\n".join(self.notes)
 
 
 def cpu_model() -> str:

@@ -5,6 +5,11 @@ Shapes: ``S`` is any shape of positions, ``d`` is ``d_model``.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import mmap
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,7 +18,7 @@ import torch
 from .._checks import check_base, check_int, check_position_magnitude, is_length
 from ..conventions import get_convention
 from ..frequencies import frequencies
-from ..sinusoidal import FeatureSlices, feature_slices, fill_features
+from ..sinusoidal import FeatureSlices, feature_slices, fill_by_angle_addition, fill_features
 
 __all__ = ["as_positions", "cast_exact", "sinusoidal", "sinusoidal_from_omega"]
 
@@ -49,16 +54,122 @@ def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     rounded = table.to(torch.float32)
     back = rounded.to(torch.float64)
     # Truncate toward zero (one step down in magnitude where rounding went up), then set the
-    # last bit where the float32 value is inexact: that is round-to-odd.
-    bits = rounded.view(torch.int32)
-    bits = bits - (back.abs() > table.abs()).to(torch.int32)
-    bits = bits | (back != table).to(torch.int32)
+    # last bit where the float32 value is inexact: that is round-to-odd. ``back`` and
+    # ``table`` have the same sign, and for floats of one sign the magnitudes compare like
+    # their bit patterns read as int64: no abs() temporaries.
+    away = back.view(torch.int64) > table.view(torch.int64)
+    bits = rounded.view(torch.int32).add(away, alpha=-1) | (back != table)
     return bits.view(torch.float32).to(dtype)
+
+
+_HUGE_PAGE = 2 << 20  # bytes of a transparent huge page on x86-64 and arm64 (4 KiB pages)
+
+
+@functools.cache
+def _madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise`` on Linux (None elsewhere or when it cannot be found)."""
+    if not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+def empty_table(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty``, with transparent huge pages requested for a large CPU table.
+
+    A fresh table is written once, and on Linux first-touching fresh memory costs one page
+    fault per 4 KiB page, often more than computing the table. Like NumPy for its own large
+    arrays, the whole 2 MiB pages inside the buffer are advised ``MADV_HUGEPAGE`` before
+    anything touches them (one fault per 2 MiB where the system allows it). Only a hint: any
+    failure is ignored and the tensor is an ordinary tensor either way.
+    """
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if device.type != "cpu" or out.nbytes < 2 * _HUGE_PAGE or torch.compiler.is_compiling():
+        return out
+    madvise = _madvise()
+    if madvise is not None:
+        start = -(-out.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
+        stop = (out.data_ptr() + out.nbytes) // _HUGE_PAGE * _HUGE_PAGE
+        if stop > start:
+            madvise(start, stop - start, mmap.MADV_HUGEPAGE)
+    return out
 
 
 def work_device(device: torch.device) -> torch.device:
     """float64 is computed where it exists: MPS has no float64, so it is done on the CPU."""
     return torch.device("cpu") if device.type == "mps" else device
+
+
+class TorchAngleOps:
+    """:class:`posenc.sinusoidal.AngleOps` for torch tensors on one device.
+
+    ``dtype`` is the output dtype: float16/bfloat16 chunks are rounded by :func:`cast_exact`.
+    Inside ``torch.compile`` nothing depends on values (no deduplication, no consecutive test)
+    and phasors are float64 ``(..., 2)`` pairs (inductor generates no code for complex numbers).
+    """
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.device, self.dtype = device, dtype
+        self.compiling = torch.compiler.is_compiling()
+        # Few large chunks: every op is a parallel region whose threads must all be scheduled
+        # (a time slice each on a busy machine), so 32 MiB chunks, sized for a large L3 cache.
+        self.chunk = 1 << 21 if device.type == "cpu" else 1 << 22
+
+    def arange(self, n: int) -> torch.Tensor:
+        return torch.arange(n, dtype=torch.float64, device=self.device)
+
+    def float64(self, values: torch.Tensor) -> torch.Tensor:
+        return values.to(torch.float64)
+
+    def phasors(self, angles: torch.Tensor, *, conjugate: bool) -> torch.Tensor:
+        sin, cos = torch.sin(angles), torch.cos(angles)
+        real, imag = (cos, sin.neg_()) if conjugate else (sin, cos)
+        return torch.stack((real, imag), -1) if self.compiling else torch.complex(real, imag)
+
+    def empty_phasors(self, shape: tuple[int, ...]) -> torch.Tensor:
+        if self.compiling:
+            return torch.empty((*shape, 2), dtype=torch.float64, device=self.device)
+        return torch.empty(shape, dtype=torch.complex128, device=self.device)
+
+    def multiply(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self.compiling:  # (real, imaginary) pairs
+            out[..., 0] = a[..., 0] * b[..., 0] - a[..., 1] * b[..., 1]
+            out[..., 1] = a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]
+            return out
+        return torch.mul(a, b, out=out)
+
+    def as_pairs(self, z: torch.Tensor) -> torch.Tensor:
+        return z if self.compiling else torch.view_as_real(z)
+
+    def unique(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self.compiling:
+            return None
+        distinct, inverse = torch.unique(values, return_inverse=True)
+        return distinct, inverse
+
+    def consecutive_start(self, positions: torch.Tensor) -> int | None:
+        if self.compiling or positions.dim() != 1 or positions.shape[0] == 0:
+            return None
+        first, last = (int(v) for v in positions[[0, -1]].tolist())
+        if last - first != positions.shape[0] - 1:
+            return None
+        return first if bool((positions.diff() == 1).all()) else None
+
+    def store(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        if self.dtype in (torch.float32, torch.float64):  # copy_ rounds these once
+            dst.copy_(src)
+            return
+        # cast_exact makes several temporaries of src's size: keep them small (cache-sized,
+        # recycled by the allocator instead of freshly mapped) and within torch's grain size,
+        # so its ops run inline instead of as parallel regions that wait for a busy core.
+        rows = max(1, (1 << 15) // max(1, src.shape[-1]))
+        for start in range(0, src.shape[0], rows):
+            dst[start : start + rows] = cast_exact(src[start : start + rows], self.dtype)
 
 
 def sinusoidal_from_omega(
@@ -71,15 +182,24 @@ def sinusoidal_from_omega(
     """The table for ``positions`` (any shape S) given float64 frequencies: (*S, d) in ``dtype``.
 
     No argument checks: this is the hot path shared by the functional API and the modules.
-    Angles and sin/cos are float64; :func:`cast_exact` is the only rounding.
+    Integer positions in float32/float16/bfloat16 are built by angle addition
+    (:func:`posenc.sinusoidal.fill_by_angle_addition`, the algorithm of the NumPy core, so
+    both give the same values); real positions and float64 output take float64 angles and
+    sin/cos directly. Either way :func:`cast_exact` (or a float32 cast) is the only rounding.
     """
     device = positions.device
     work = work_device(device)
-    pos = positions.to(device=work, dtype=torch.float64)
-    angles = pos.unsqueeze(-1) * omega.to(work)
-    table = torch.empty((*pos.shape, d_model), dtype=torch.float64, device=work)
-    fill_features(table, angles, layout, torch.sin, torch.cos)
-    return cast_exact(table, dtype).to(device)
+    if positions.is_floating_point() or dtype == torch.float64 or device.type == "meta":
+        pos = positions.to(device=work, dtype=torch.float64)
+        angles = pos.unsqueeze(-1) * omega.to(work)
+        table = torch.empty((*pos.shape, d_model), dtype=torch.float64, device=work)
+        fill_features(table, angles, layout, torch.sin, torch.cos)
+        return cast_exact(table, dtype).to(device)
+    flat = positions.to(device=work, dtype=torch.int64).reshape(-1)
+    out = empty_table((flat.shape[0], d_model), dtype, work)
+    ops = TorchAngleOps(work, dtype)
+    fill_by_angle_addition(out, flat, omega.to(work), layout, ops)
+    return out.reshape(*positions.shape, d_model).to(device)
 
 
 def as_positions(name: str, positions: Any, device: Any = None) -> torch.Tensor:

@@ -1,0 +1,88 @@
+"""The benchmark suite in one run: ``python -m benchmarks [--quick] [--only SECTION ...]``.
+
+Run from the repository root with the package importable (``PYTHONPATH=src:.`` or installed)::
+
+    python -m benchmarks                 # the full run (issue shapes, >= 7 repeats)
+    python -m benchmarks --quick         # small shapes, 3 repeats: a smoke test (< 1 minute)
+    python -m benchmarks --only tables memory
+
+Prints the machine (CPU, cores, versions, threads), runs each section, then prints one combined
+table of timings with their ratios to the references measured in the same run, followed by the
+sections' notes (e.g. the memory report). Sections: ``tables`` (table build), ``add`` (adding
+the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply) and
+``memory`` (peak memory and the module's cache). A section whose module is missing or whose
+dependencies are not installed is skipped with the reason; a section that fails is reported
+and makes the exit status 1 once the others have run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+import traceback
+
+from benchmarks.harness import Table, environment
+
+SECTIONS = ("tables", "add", "rope", "memory")
+
+
+def run_section(name: str, table: Table, *, quick: bool) -> str:
+    """Run one section into ``table``; return ``"ok"``, ``"skipped: ..."`` or ``"failed"``."""
+    if importlib.util.find_spec(f"benchmarks.{name}") is None:
+        return f"skipped: benchmarks/{name}.py is not present"
+    try:
+        module = importlib.import_module(f"benchmarks.{name}")
+    except ImportError as exc:  # a dependency of the section (torch, a peer) is missing
+        return f"skipped: {exc}"
+    try:
+        module.run(table, quick=quick)
+    except Exception:
+        traceback.print_exc()
+        return "failed"
+    return "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        metavar="SECTION",
+        help=f"run only these sections (from {', '.join(SECTIONS)})",
+    )
+    args = parser.parse_args(argv)
+    print(environment({"mode": "quick" if args.quick else "full"}))
+    print()
+    table = Table()
+    outcomes = {}
+    started = time.perf_counter()
+    for name in args.only or SECTIONS:
+        if name in outcomes:
+            continue
+        print(f"[{name}] running ...", flush=True)
+        section_start = time.perf_counter()
+        outcomes[name] = run_section(name, table, quick=args.quick)
+        took = time.perf_counter() - section_start
+        print(f"[{name}] {outcomes[name]} ({took:.1f} s)", flush=True)
+    print()
+    if table.rows:
+        print(table.render())
+    notes = table.render_notes()
+    if notes:
+        print()
+        print(notes)
+    print()
+    print(f"sections: {', '.join(f'{k} {v}' for k, v in outcomes.items())}")
+    print(f"total {time.perf_counter() - started:.1f} s")
+    return 1 if "failed" in outcomes.values() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
