@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from .._checks import check_bool, check_int, check_probability
+from . import _fused
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerEmbedding"]
@@ -58,6 +59,12 @@ class TransformerEmbedding(nn.Module):
     Shapes:
         ``tokens`` and ``segments``: ``(b, s)`` (``(s, b)`` if not ``batch_first``) or ``(s,)``,
         integer; output ``(*tokens.shape, d)`` in the embedding dtype.
+
+    Speed: when no gradient is recorded (``torch.no_grad()``, ``torch.inference_mode()`` or
+    frozen weights) and outside ``torch.compile``, the gather, the scaling and the additions
+    run fused, block by block, into the output: one pass over memory instead of four, with
+    bit-identical results (same operations in the same order). It keeps no state, so there
+    is nothing to invalidate when the weights change; training is untouched.
 
     >>> emb = TransformerEmbedding(100, 8, num_segments=2, dropout=0.0)
     >>> tokens = torch.tensor([[5, 6, 7], [8, 9, 0]])
@@ -126,6 +133,8 @@ class TransformerEmbedding(nn.Module):
                 raise ValueError("segments were given but num_segments is 0; set num_segments")
         elif segments is not None:
             _check_ids("segments", segments, self.num_segments, like=tokens)
+        if self._fusable(tokens, segments):
+            return self._fused(tokens, segments, positions, offset)
         x = self.token(tokens)
         if self.scale:
             x = x * math.sqrt(self.d_model)
@@ -135,6 +144,52 @@ class TransformerEmbedding(nn.Module):
             x = x + (self.segment(segments) if segments is not None else self.segment.weight[0])
         out: torch.Tensor = self.dropout(x)
         return out
+
+    def _fusable(self, tokens: torch.Tensor, segments: torch.Tensor | None) -> bool:
+        """The fused path computes the same values as the modules it bypasses: only when
+        those are the stock ones, no gradient is recorded and nothing is being traced."""
+        token, position, segment = self.token, self.position, self.segment
+        weights = [token.weight] + ([] if segment is None else [segment.weight])
+        pos_dropout = position.dropout
+        size = tokens.numel() * self.d_model * token.weight.element_size()
+        return (
+            not torch.compiler.is_compiling()
+            and size >= _fused.FUSE_MIN_BYTES  # smaller outputs stay in cache anyway
+            and type(token) is nn.Embedding
+            and token.max_norm is None
+            and (segment is None or (type(segment) is nn.Embedding and segment.max_norm is None))
+            and type(position) is SinusoidalPositionalEncoding
+            and type(pos_dropout) is nn.Dropout
+            and (not pos_dropout.training or pos_dropout.p == 0.0)
+            and not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+            and all(w.dtype == token.weight.dtype for w in weights)
+            and all(w.device == tokens.device for w in weights)
+            and token.weight.device.type != "meta"
+            and (segments is None or segments.device == tokens.device)
+        )
+
+    def _fused(
+        self,
+        tokens: torch.Tensor,
+        segments: torch.Tensor | None,
+        positions: Any,
+        offset: int,
+    ) -> torch.Tensor:
+        """``E[tokens] * sqrt(d) + PE (+ S[segments])`` in one blocked sweep, then dropout."""
+        weight = self.token.weight
+        shape = (*tokens.shape, self.d_model)
+        table, index = self.position._table(shape, weight.dtype, weight.device, positions, offset)
+        terms: list[_fused.Term] = [
+            _fused.Rows(weight, tokens),
+            table if index is None else _fused.Rows(table, index),
+        ]
+        if self.segment is not None:
+            seg = self.segment.weight
+            terms.append(seg[0] if segments is None else _fused.Rows(seg, segments))
+        out = torch.empty(shape, dtype=weight.dtype, device=weight.device)
+        _fused.fused_sum(out, terms, first_scale=math.sqrt(self.d_model) if self.scale else None)
+        result: torch.Tensor = self.dropout(out)
+        return result
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"

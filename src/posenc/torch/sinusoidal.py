@@ -14,6 +14,7 @@ from .._checks import check_base, check_bool, check_int, check_probability, is_l
 from ..conventions import get_convention
 from ..frequencies import frequencies
 from ..sinusoidal import feature_slices
+from . import _fused
 from .functional import as_positions, check_dtype, sinusoidal_from_omega
 
 __all__ = ["SinusoidalPositionalEncoding", "check_offset"]
@@ -64,13 +65,29 @@ class SinusoidalPositionalEncoding(nn.Module):
     (not in ``state_dict``; checkpoints load whatever ``max_len`` was used). When a call
     needs rows past ``n`` starting no further than ``n`` (the usual growth of a sequence) the
     buffer is rebuilt with ``max(needed, 2 n)`` rows: amortised geometric growth whose size
-    stays within twice the longest contiguous range ever requested. Anything else (a far
-    jump in ``offset``, explicit ``positions``, ``encoding`` in a dtype/device other than the
-    buffer's, or a call traced by ``torch.compile``) is computed on the fly from the float64
-    frequencies, with identical values. ``forward`` on an input of another dtype or device
-    rebuilds the buffer there (the cache follows the input; inputs that alternate dtypes
-    pay a rebuild each time). ``.to(dtype/device)``, ``.half()`` and
+    stays within twice the longest contiguous range ever requested. Explicit integer
+    ``positions`` inside ``0 .. n-1`` are read from the buffer (a slice when they are a
+    contiguous range, else a gather) but never grow it. Anything else (a far jump in
+    ``offset``, real-valued or out-of-cache ``positions``, ``encoding`` in a dtype/device
+    other than the buffer's, or a call traced by ``torch.compile``) is computed on the fly
+    from the float64 frequencies, with identical values. ``forward`` on an input of another
+    dtype or device rebuilds the buffer there (the cache follows the input; inputs that
+    alternate dtypes pay a rebuild each time). ``.to(dtype/device)``, ``.half()`` and
     ``to_empty`` rebuild the buffer from float64 instead of casting it.
+
+    Speed (eager mode; ``torch.compile`` traces the plain ``dropout(x + PE)``):
+
+    - evaluation is one addition, ``x + PE``: the cost of ``x.clone()``;
+    - ``add_(x)`` / ``forward(x, out=x)`` adds in place without allocating, for inference
+      (refused while autograd needs ``x``);
+    - per-token positions are gathered from the cache block by block, fused with the
+      addition, without materialising ``PE[positions]``;
+    - training dropout is fused with the addition: the keep mask is drawn as one random
+      byte per element (8 per 64-bit draw of PyTorch's generator, so ``torch.manual_seed``
+      reproduces it) and stored as one byte per element for the backward pass. Each element
+      is kept with probability exactly ``1 - p`` (byte ties with ``p``'s leading digits draw
+      more bits; see :func:`posenc.torch._fused.keep_mask`) and scaled by ``1 / (1 - p)``.
+      Masks differ from ``nn.Dropout``'s for the same seed; the distribution is the same.
 
     >>> pe = SinusoidalPositionalEncoding(6)
     >>> x = torch.zeros(2, 4, 6)
@@ -170,19 +187,111 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"got shape {tuple(x.shape)}; for sequence-first input pass batch_first=False"
             )
 
-    def _seq_dim(self, x: torch.Tensor) -> int:
-        return 1 if (self.batch_first and x.dim() == 3) else 0
-
-    def _positions(self, positions: Any, offset: int, x: torch.Tensor) -> torch.Tensor:
-        pos = as_positions("positions", positions, x.device)
-        seq_len = x.shape[self._seq_dim(x)]
-        if tuple(pos.shape) not in ((seq_len,), tuple(x.shape[:-1])):
+    def _positions(
+        self, positions: Any, offset: int, shape: tuple[int, ...], device: torch.device
+    ) -> torch.Tensor:
+        """Checked positions (plus ``offset``) for an input of ``shape``, on ``device``."""
+        pos = as_positions("positions", positions, device)
+        seq_dim = 1 if (self.batch_first and len(shape) == 3) else 0
+        seq_len = shape[seq_dim]
+        if tuple(pos.shape) not in ((seq_len,), tuple(shape[:-1])):
             per_token = "(b, s)" if self.batch_first else "(s, b)"
             raise ValueError(
                 f"positions must have shape (s,) = ({seq_len},) or {per_token} = "
-                f"{tuple(x.shape[:-1])} for x of shape {tuple(x.shape)}, got {tuple(pos.shape)}"
+                f"{tuple(shape[:-1])} for x of shape {tuple(shape)}, got {tuple(pos.shape)}"
             )
-        return add_offset(pos.to(x.device), offset)
+        return add_offset(pos.to(device), offset)
+
+    def _lookup(
+        self, pos: torch.Tensor, batch_dim: int | None, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The rows for explicit positions: ``(table, None)`` or ``(pe, index)`` to gather.
+
+        Integer positions inside the cache are read from it (a slice for a contiguous range,
+        a gather otherwise; per-token positions equal along the batch are treated as one
+        row of positions). Anything else is computed from float64, as before.
+        """
+        pe = self.pe
+        if (
+            torch.compiler.is_compiling()
+            or pos.is_floating_point()
+            or pos.numel() == 0
+            or pe.dtype != dtype
+            or pe.device != device
+            or device.type == "meta"
+        ):
+            return self._compute(pos, dtype), None
+        low, high = (int(v) for v in torch.aminmax(pos))
+        if low < 0 or high >= pe.shape[0]:
+            return self._compute(pos, dtype), None
+        if pos.dtype not in (torch.int32, torch.int64):
+            pos = pos.to(torch.int64)
+        if batch_dim is not None:  # per token: (b, s) or (s, b)
+            first = pos.narrow(batch_dim, 0, 1)
+            if pos.stride(batch_dim) != 0 and not torch.equal(pos, first.expand_as(pos)):
+                return pe, pos
+            pos = first.squeeze(batch_dim)
+        count = pos.shape[0]
+        if high - low == count - 1 and int(pos[0]) == low:
+            steps = pos[1:] - pos[:-1]
+            if count < 2 or bool((steps == 1).all()):
+                return pe[low : low + count], None
+        return pe.index_select(0, pos), None
+
+    def _table(
+        self,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+        positions: Any,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What to add to an input of ``shape``: ``(table, None)`` or ``(pe, index)``.
+
+        Without an index the table broadcasts against the input: ``(s, d)``, ``(s, 1, d)``
+        sequence-first, or the input's own shape (per-token positions computed on the fly).
+        With one, the input gets ``pe[index]`` (``index`` of shape ``shape[:-1]``).
+        """
+        seq_first = len(shape) == 3 and not self.batch_first
+        seq_len = shape[0 if (seq_first or len(shape) == 2) else 1]
+        if positions is None:
+            table = self._rows(offset, offset + seq_len, dtype, device, adopt=True)
+            index = None
+        else:
+            pos = self._positions(positions, offset, shape, device)
+            per_token = len(shape) == 3 and pos.dim() == 2
+            batch_dim = (1 if seq_first else 0) if per_token else None
+            table, index = self._lookup(pos, batch_dim, dtype, device)
+        if index is None and table.dim() == 2 and seq_first:
+            table = table.unsqueeze(1)  # (s, 1, d) against (s, b, d)
+        return table, index
+
+    def _check_out(self, out: Any, x: torch.Tensor) -> None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(
+                f"out must be a torch.Tensor of x's shape and dtype (or x itself), "
+                f"got {type(out).__name__}"
+            )
+        if out.shape != x.shape:
+            raise ValueError(f"out must have x's shape {tuple(x.shape)}, got {tuple(out.shape)}")
+        if out.dtype != x.dtype or out.device != x.device:
+            raise TypeError(
+                f"out must have x's dtype and device ({x.dtype}, {x.device}), "
+                f"got ({out.dtype}, {out.device})"
+            )
+        if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
+            raise ValueError(
+                "out= writes without recording gradients, but x requires grad; call it under "
+                "torch.no_grad() or torch.inference_mode(), or leave out=None"
+            )
+        if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape, strict=True)):
+            raise ValueError("out must not be a broadcast (expanded) tensor")
+        if (
+            out.device.type != "meta"
+            and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+            and (out.data_ptr(), out.stride()) != (x.data_ptr(), x.stride())
+        ):
+            raise ValueError("out must be x itself or memory that does not overlap x")
 
     # -- API --------------------------------------------------------------------------------
 
@@ -214,28 +323,76 @@ class SinusoidalPositionalEncoding(nn.Module):
         pos = as_positions("length_or_positions", length_or_positions, device).to(device)
         return self._compute(add_offset(pos, offset), dtype)
 
-    def forward(self, x: torch.Tensor, *, positions: Any = None, offset: int = 0) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: Any = None,
+        offset: int = 0,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """``dropout(x + PE)``; see the class docstring for shapes.
 
         Args:
             x: embeddings ``(b, s, d)`` / ``(s, b, d)`` / ``(s, d)``, floating point.
             positions: optional explicit positions ``(s,)`` or ``x.shape[:-1]``.
             offset: int >= 0 added to the positions (default positions are ``0 .. s-1``).
+            out: optional tensor of ``x``'s shape, dtype and device to write the result to; it
+                may be ``x`` itself (see :meth:`add_`). Writing into existing memory records
+                no gradient, so it is refused while autograd needs ``x`` (``x.requires_grad``
+                with grad mode on): use it under ``torch.no_grad()`` or
+                ``torch.inference_mode()``.
 
         Returns:
-            tensor of ``x``'s shape and dtype.
+            tensor of ``x``'s shape and dtype (``out`` when given).
         """
         self._check_x(x)
         offset = check_offset(offset)
-        seq_dim = self._seq_dim(x)
-        if positions is None:
-            pe = self._rows(offset, offset + x.shape[seq_dim], x.dtype, x.device, adopt=True)
-        else:
-            pe = self._compute(self._positions(positions, offset, x), x.dtype)
-        if pe.dim() == 2 and x.dim() == 3 and seq_dim == 0:
-            pe = pe.unsqueeze(1)  # (s, 1, d) against (s, b, d)
-        out: torch.Tensor = self.dropout(x + pe)
-        return out
+        if out is not None:
+            self._check_out(out, x)
+        table, index = self._table(tuple(x.shape), x.dtype, x.device, positions, offset)
+        dropout = self.dropout
+        stock = type(dropout) is nn.Dropout
+        p = float(dropout.p) if stock and dropout.training else 0.0
+        if (
+            torch.compiler.is_compiling()
+            or not stock
+            or p == 1.0
+            or table.requires_grad
+            or x.device.type == "meta"
+        ):
+            # The plain expression: traced by torch.compile, or for a replaced dropout module.
+            if index is not None:
+                table = table[index]
+            summed = x + table if out is None else torch.add(x, table, out=out)
+            result: torch.Tensor = dropout(summed)
+            if out is not None and result is not out:
+                out.copy_(result)
+                return out
+            return result
+        if out is None and p == 0.0:
+            if index is None:
+                return x + table
+            if x.numel() * x.element_size() < _fused.FUSE_MIN_BYTES:  # in cache anyway
+                return x + table[index]
+        return _fused.add_dropout(x, table, p, index=index, out=out)
+
+    def add_(self, x: torch.Tensor, *, positions: Any = None, offset: int = 0) -> torch.Tensor:
+        """In place: ``x`` becomes ``dropout(x + PE)``; returns ``x``.
+
+        The fastest way to add the encoding when ``x`` is not needed afterwards (inference):
+        no output tensor is allocated. Same as ``forward(x, ..., out=x)``; like it, refused
+        while autograd needs ``x``.
+
+        >>> pe = SinusoidalPositionalEncoding(4)
+        >>> x = torch.zeros(1, 2, 4)
+        >>> with torch.inference_mode():
+        ...     y = pe.add_(x)
+        >>> y is x, torch.equal(x[0], pe.encoding(2))
+        (True, True)
+        """
+        result: torch.Tensor = self(x, positions=positions, offset=offset, out=x)
+        return result
 
     def extra_repr(self) -> str:
         return (
