@@ -1,12 +1,13 @@
 # Two entry points (see README, Quickstart):
 #   make demo   set up .venv and run `posenc demo`
-#   make test   set up .venv and run lint, type checks and the whole test suite
+#   make test   set up .venv and run lint, type checks, the whole test suite and a quick
+#               benchmark smoke run
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest bench-quick clean
 
 $(STAMP): requirements-dev.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,11 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+# Smoke test of the benchmark suite (it must run; its numbers are not checked here).
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks --quick
+
+test: lint typecheck pytest bench-quick
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
