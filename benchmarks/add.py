@@ -30,13 +30,12 @@ Then ``TransformerEmbedding`` in eval mode (token embedding x sqrt(d) + PE, fp32
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.harness import Table, Timing, environment, measure
+from benchmarks.harness import Table, Timing, measure, run_alone
 
 FULL = (8, 2048, 1024)
 QUICK = (4, 256, 256)
@@ -251,15 +250,5 @@ def run(table: Table, *, quick: bool) -> None:
             _compiled_group(table, timed, base, dtype, name)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
-    args = parser.parse_args()
-    print(environment())
-    table = Table()
-    run(table, quick=args.quick)
-    print(table.render())
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)

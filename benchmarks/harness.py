@@ -140,3 +140,21 @@ def environment(extra: dict[str, str] | None = None) -> str:
     for key, value in (extra or {}).items():
         parts.append(f"{key} {value}")
     return "\n".join(parts)
+
+
+def run_alone(run: Callable[..., None], doc: str | None) -> None:
+    """``python -m benchmarks.NAME [--quick]``: one section with its environment header."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, few repeats")
+    args = parser.parse_args()
+    print(environment())
+    table = Table()
+    run(table, quick=args.quick)
+    if table.rows:
+        print(table.render())
+    notes = table.render_notes()
+    if notes:
+        print()
+        print(notes)

@@ -30,7 +30,6 @@ Results go into the combined report as a separate table (a note), not as timing 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -44,7 +43,7 @@ from typing import Any
 import numpy as np
 
 import posenc
-from benchmarks.harness import Table, environment
+from benchmarks.harness import Table, run_alone
 
 MiB = float(1 << 20)
 D_MODEL = 64
@@ -256,15 +255,5 @@ def run(table: Table, *, quick: bool) -> None:
     table.note("\n".join(lines))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10^5 positions, 10^4 steps")
-    args = parser.parse_args()
-    print(environment())
-    table = Table()
-    run(table, quick=args.quick)
-    print(table.render_notes())
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)

@@ -44,11 +44,10 @@ rounded once); the peers that cast their tables to bf16 compute in bf16.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.harness import Table, Timing, environment, measure
+from benchmarks.harness import Table, Timing, measure, run_alone
 
 FULL = (8, 16, 2048, 64)
 QUICK = (2, 4, 256, 64)
@@ -260,18 +259,5 @@ def run(table: Table, *, quick: bool) -> None:
         print(text)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
-    args = parser.parse_args()
-    print(environment())
-    table = Table()
-    run(table, quick=args.quick)
-    print(table.render())
-    if hasattr(table, "render_notes"):
-        print()
-        print(table.render_notes())
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)

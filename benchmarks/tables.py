@@ -26,7 +26,6 @@ the direct float64 table (posenc must stay within 3e-8).
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import posenc
-from benchmarks.harness import Table, Timing, environment, measure
+from benchmarks.harness import Table, Timing, measure, run_alone
 
 FULL = (8192, 1024)
 QUICK = (1024, 256)
@@ -157,15 +156,5 @@ def run(table: Table, *, quick: bool) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small table, 3 repeats")
-    args = parser.parse_args()
-    print(environment())
-    table = Table()
-    run(table, quick=args.quick)
-    print(table.render())
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)
