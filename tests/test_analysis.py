@@ -459,6 +459,8 @@ def test_precision_report_low_precision_dtypes() -> None:
         precision_report(100, 8, samples=1)
     with pytest.raises(ValueError, match="max_position"):
         precision_report(0, 8)
+    with pytest.raises(ValueError, match="d_model must be >= 2 under convention 'tensor2tensor'"):
+        precision_report(100, 1, convention="tensor2tensor")
 
 
 def test_float32_recipe_is_seed000s_and_fairseqs() -> None:

@@ -950,10 +950,14 @@ def precision_report(
             ]
         )
     )
+    omega = frequencies(d_model, base=base, convention=name)
+    if omega.size == 0:
+        raise ValueError(
+            f"d_model must be >= 2 under convention {name!r} for a precision report, got "
+            f"{d_model} (its table is a single zero column: there is nothing to measure)"
+        )
     exact = _reference_table(positions, d_model, base, name)
-    largest_angle = float(positions.max()) * float(
-        frequencies(d_model, base=base, convention=name).max()
-    )
+    largest_angle = float(positions.max()) * float(omega.max())
     eps = float(np.finfo(np.longdouble if _LONGDOUBLE_WIDER else np.float64).eps)
     reference_error = 4.0 * (largest_angle + 1.0) * eps + 2.0**-53
 
