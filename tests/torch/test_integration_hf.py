@@ -38,13 +38,7 @@ from posenc.torch.rotary import RotaryEmbedding, rotary_cos_sin  # noqa: E402
 ATOL = 1e-5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The models are tiny: one intra-op thread is fastest and immune to a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cause(exc: BaseException) -> str:

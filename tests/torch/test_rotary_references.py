@@ -33,21 +33,10 @@ torch = pytest.importorskip("torch")
 
 import posenc.torch.rotary as pt  # noqa: E402
 from posenc.frequencies import rope_frequencies  # noqa: E402
+from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
 
 HF_REASON = "transformers (with a working model import) is needed for {}"
 LUCIDRAINS_REASON = "rotary-embedding-torch is not installed"
-
-
-def fp32_recipe_atol(max_position: int) -> float:
-    """Tolerance for tables whose angles a reference computes in float32."""
-    return 1e-6 + 2e-7 * max_position
-
-
-def assert_close(actual, expected, atol: float) -> None:
-    actual = torch.as_tensor(actual).to(torch.float64)
-    expected = torch.as_tensor(expected).to(torch.float64)
-    assert actual.shape == expected.shape
-    torch.testing.assert_close(actual, expected, rtol=0, atol=atol)
 
 
 def randn(*shape, seed=0):
