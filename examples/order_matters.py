@@ -272,37 +272,13 @@ def train(
     )
 
 
-def run(
-    encoding: str,
-    *,
-    steps: int = DEFAULTS["steps"],
-    d_model: int = DEFAULTS["d_model"],
-    layers: int = DEFAULTS["layers"],
-    heads: int = DEFAULTS["heads"],
-    length: int = DEFAULTS["length"],
-    vocab: int = DEFAULTS["vocab"],
-    batch: int = DEFAULTS["batch"],
-    seed: int = DEFAULTS["seed"],
-    lr: float = DEFAULTS["lr"],
-) -> float:
+def run(encoding: str, **settings: Any) -> float:
     """Held-out token accuracy (a float in [0, 1]) of :func:`train` with the same arguments.
 
     >>> run("none", steps=1, d_model=8, layers=1, heads=2, length=4, vocab=5, batch=2) <= 1.0
     True
     """
-    result = train(
-        encoding,
-        steps=steps,
-        d_model=d_model,
-        layers=layers,
-        heads=heads,
-        length=length,
-        vocab=vocab,
-        batch=batch,
-        seed=seed,
-        lr=lr,
-    )
-    return result.token_accuracy
+    return train(encoding, **settings).token_accuracy
 
 
 def format_table(results: Sequence[Result]) -> str:
