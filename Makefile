@@ -20,8 +20,8 @@ demo: $(STAMP)
 	$(BIN)/posenc demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples docs
-	$(BIN)/ruff format --check src tests benchmarks examples docs
+	$(BIN)/ruff check src tests benchmarks examples docs tools
+	$(BIN)/ruff format --check src tests benchmarks examples docs tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
