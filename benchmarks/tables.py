@@ -7,10 +7,7 @@ Run from the repository root::
 Full run: L x d = 8192 x 1024, 9 repeats; ``--quick``: 1024 x 256, 3 repeats. Rows:
 
 - hardware references on a tensor of the table's shape and dtype: ``x.clone()``,
-  ``buf.copy_(x)`` and ``torch.empty(L, d).fill_(1.0)`` (writing the table, nothing else),
-  and the same with the memory advised for transparent huge pages as posenc allocates its
-  large CPU tables (fewer page faults on first touch; on this kind of VM the faults of a fresh
-  32 MiB table cost more than computing it);
+  ``buf.copy_(x)`` and ``torch.empty(L, d).fill_(1.0)`` (writing the table, nothing else);
 - the seed 000 recipe (``PositionalEncoding.__init__`` of
   /work/shared/seeds/000_c98bfbb6cde76317.txt, the PyTorch tutorial's fp32 recipe), re-typed;
 - the same recipe computed in float64, then cast to float32 (accurate, the slow way);
@@ -99,17 +96,6 @@ def run(table: Table, *, quick: bool) -> None:
         table.add(group, "x.clone()", t_clone, refs)
         table.add(group, "buf.copy_(x)", t_copy, refs)
         table.add(group, "torch.empty + fill_ (writing the table)", t_fill, refs)
-        from posenc.torch.functional import empty_table
-
-        cpu = torch.device("cpu")
-        t_huge = timed(lambda: empty_table((length, d_model), torch.float32, cpu).fill_(1.0))
-        table.add(
-            group,
-            "same, memory advised for huge pages",
-            t_huge,
-            refs,
-            "posenc's allocation of a large CPU table",
-        )
         seed = seed000_recipe(length, d_model, torch)
         table.add(group, "seed 000 recipe, fp32", t_seed, refs, error_note(seed))
         cast = float64_then_cast(length, d_model, torch)

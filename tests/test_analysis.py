@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import analysis
+from posenc._features import feature_slices
 from posenc.analysis import (
     check_shift,
     distinct_rows,
@@ -32,7 +33,6 @@ from posenc.analysis import (
     similarity,
     wavelengths,
 )
-from posenc.sinusoidal import feature_slices
 
 CONVENTIONS = tuple(posenc.CONVENTIONS)  # every registered convention, not a fixed list
 

@@ -6,17 +6,17 @@ angle ``p·ω``), rounded once by NumPy, and mpmath at large positions (``tests.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
+from posenc._angle_addition import NUMPY_OPS
+from posenc._features import FeatureSlices, feature_slices, write_pairs
+from posenc._sinusoidal import ANGLE_BLOCK, fill_table
 from tests.exact import exact_paper_table
 
-core = importlib.import_module("posenc.sinusoidal")  # the module (posenc.sinusoidal is the fn)
 CONVENTIONS = sorted(posenc.CONVENTIONS)
 
 
@@ -101,8 +101,8 @@ def test_a_position_has_one_value_whatever_table_holds_it() -> None:
 def test_positions_below_the_block_are_exactly_the_direct_values() -> None:
     """hi = 0 there: the product with cos(0) - i sin(0) = 1 is exact."""
     for convention in CONVENTIONS:
-        fast = posenc.sinusoidal(core.ANGLE_BLOCK, 30, convention=convention)
-        exact = direct(np.arange(core.ANGLE_BLOCK), 30, convention=convention)
+        fast = posenc.sinusoidal(ANGLE_BLOCK, 30, convention=convention)
+        exact = direct(np.arange(ANGLE_BLOCK), 30, convention=convention)
         assert np.array_equal(fast, exact.astype(np.float32))
 
 
@@ -152,20 +152,20 @@ def test_zero_columns_empty_tables_and_tiny_widths() -> None:
 def test_fill_table_writes_into_a_float16_memory_map(tmp_path) -> None:
     """The writer of ``posenc table`` fills memory maps block by block."""
     out = np.lib.format.open_memmap(tmp_path / "t.npy", mode="w+", dtype=np.float16, shape=(700, 6))
-    layout = core.feature_slices(6)
+    layout = feature_slices(6)
     omega = posenc.frequencies(6)
-    core.fill_table(out[:300], np.arange(300), omega, layout)
-    core.fill_table(out[300:], np.arange(300, 700), omega, layout)
+    fill_table(out[:300], np.arange(300), omega, layout)
+    fill_table(out[300:], np.arange(300, 700), omega, layout)
     out.flush()
     assert np.array_equal(np.load(tmp_path / "t.npy"), posenc.sinusoidal(700, 6, dtype=np.float16))
 
 
 def test_write_pairs_follows_any_layout() -> None:
     """A layout that is neither interleaved nor [sin | cos] (e.g. [cos | sin | 0])."""
-    layout = core.FeatureSlices(slice(2, 4), slice(0, 2), slice(4, 5), 2, 2)
+    layout = FeatureSlices(slice(2, 4), slice(0, 2), slice(4, 5), 2, 2)
     pairs = np.arange(12.0).reshape(3, 2, 2)  # (m, n, [sin, cos])
     out = np.full((3, 5), -1.0)
-    core.write_pairs(out, pairs, layout, core.NUMPY_OPS.store)
+    write_pairs(out, pairs, layout, NUMPY_OPS.store)
     assert np.array_equal(out[:, 2:4], pairs[..., 0])
     assert np.array_equal(out[:, 0:2], pairs[..., 1])
     assert np.all(out[:, 4] == -1)  # zero columns are the caller's

@@ -1,6 +1,6 @@
-"""The NumPy grid encodings (``posenc.grid``): layouts, positions, knobs, MAE, errors.
+"""The NumPy grid encodings (``posenc.sinusoidal_grid``): layouts, positions, knobs, MAE, errors.
 
-References are written here from the channel diagrams in ``posenc.grid``'s docstring with
+References are written here from the channel diagrams in the grid module's docstring with
 NumPy float64 (``expected_grid``, which never calls posenc), and MAE's
 ``get_2d_sincos_pos_embed``, re-typed from facebookresearch/mae ``util/pos_embed.py`` (that
 repository is not installable) with its float32 arithmetic. The framework functions that do
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc.grid import GRID_CONVENTIONS, get_grid_convention, grid_plan, sinusoidal_grid
-from posenc.sinusoidal import sinusoidal
+from posenc import GRID_CONVENTIONS, sinusoidal, sinusoidal_grid
+from posenc._grid import get_grid_convention, grid_plan
 
 # -- independent float64 references -----------------------------------------------------------
 

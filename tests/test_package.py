@@ -16,7 +16,7 @@ def test_every_public_name_imports() -> None:
 
 def test_import_posenc_imports_numpy_only() -> None:
     code = (
-        "import sys, posenc, posenc.conventions, posenc.positions, posenc.cli;"
+        "import sys, posenc, posenc.analysis, posenc.cli;"
         "heavy = {'torch', 'matplotlib', 'transformers', 'mpmath'} & set(sys.modules);"
         "print(sorted(heavy))"
     )

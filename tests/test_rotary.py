@@ -1,4 +1,4 @@
-"""Tests of the NumPy RoPE core: ``posenc.rotary`` and the RoPE scalings in ``posenc.frequencies``.
+"""Tests of the NumPy RoPE core: ``posenc.rotary_cos_sin``, ``apply_rotary`` and the scalings.
 
 References are written here independently of posenc: angles and frequencies with Python's
 ``math`` module one value at a time, rotations pair by pair. The comparisons with the real
@@ -16,8 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc.frequencies import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
-from posenc.rotary import apply_rotary, rotary_cos_sin
+from posenc import (
+    ROPE_TYPES,
+    RopeScaling,
+    apply_rotary,
+    rope_frequencies,
+    rope_scaling,
+    rotary_cos_sin,
+)
 
 PAIRS = ("half", "interleaved")
 

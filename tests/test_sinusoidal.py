@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc.conventions import get_convention
-from posenc.sinusoidal import feature_slices
+from posenc._conventions import get_convention
+from posenc._features import feature_slices
 
 
 def test_length_and_array_positions_agree() -> None:

@@ -1,4 +1,4 @@
-"""The NumPy timestep embedding (``posenc.timestep``): formula, layouts, shapes, errors.
+"""The NumPy timestep embedding (``posenc.timestep_embedding``): formula, layouts, shapes, errors.
 
 References: diffusers' ``get_timestep_embedding`` formula re-typed here in float64 NumPy
 (``diffusers_formula``, which never calls posenc), exact values from mpmath, and the
@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc.timestep import timestep_embedding, timestep_frequencies, timestep_layout
+from posenc._timestep import timestep_embedding, timestep_frequencies, timestep_layout
 
 
 def diffusers_formula(t, dim, *, flip=False, shift=1.0, scale=1.0, max_period=10000.0):

@@ -1,7 +1,9 @@
 """posenc: exact positional encodings for transformer models.
 
 The NumPy core (this package) computes every table in float64 and rounds once to the output
-dtype. ``import posenc`` imports NumPy only; the PyTorch front-end lives in ``posenc.torch``.
+dtype. ``import posenc`` imports NumPy only; the PyTorch front-end lives in ``posenc.torch``,
+the figures in ``posenc.plot``, the properties and diagnostics in ``posenc.analysis`` and the
+command line in ``posenc.cli``.
 
 >>> import posenc
 >>> posenc.sinusoidal(4, 6).shape
@@ -11,18 +13,21 @@ dtype. ``import posenc`` imports NumPy only; the PyTorch front-end lives in ``po
 from __future__ import annotations
 
 from . import analysis
-from .conventions import CONVENTIONS
-from .frequencies import ROPE_TYPES, RopeScaling, frequencies, rope_frequencies, rope_scaling
-from .grid import GRID_CONVENTIONS, sinusoidal_grid
-from .positions import (
+from ._conventions import CONVENTIONS, ConventionName
+from ._features import PairLayout
+from ._frequencies import frequencies
+from ._grid import GRID_CONVENTIONS, GridConventionName, sinusoidal_grid
+from ._positions import (
     positions_from_cu_seqlens,
     positions_from_mask,
     positions_from_segments,
     positions_from_tokens,
 )
-from .rotary import apply_rotary, rotary_cos_sin
-from .sinusoidal import sinusoidal
-from .timestep import timestep_embedding
+from ._rope_scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
+from ._rotary import apply_rotary, rotary_cos_sin
+from ._sinusoidal import sinusoidal
+from ._switches import set_fast_paths
+from ._timestep import timestep_embedding
 
 __version__ = "0.1.0"
 
@@ -30,6 +35,9 @@ __all__ = [
     "CONVENTIONS",
     "GRID_CONVENTIONS",
     "ROPE_TYPES",
+    "ConventionName",
+    "GridConventionName",
+    "PairLayout",
     "RopeScaling",
     "__version__",
     "analysis",
@@ -42,6 +50,7 @@ __all__ = [
     "rope_frequencies",
     "rope_scaling",
     "rotary_cos_sin",
+    "set_fast_paths",
     "sinusoidal",
     "sinusoidal_grid",
     "timestep_embedding",

@@ -54,9 +54,11 @@ from ._checks import (
     check_position_magnitude,
     check_positions,
 )
-from .conventions import CONVENTIONS, get_convention
-from .frequencies import frequencies
-from .sinusoidal import feature_slices, fill_features, positions_array, sinusoidal
+from ._conventions import CONVENTIONS, ConventionName, get_convention
+from ._features import feature_slices, fill_features
+from ._frequencies import frequencies
+from ._positions import positions_array
+from ._sinusoidal import sinusoidal
 
 __all__ = [
     "Candidate",
@@ -104,9 +106,9 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
     return {key: _jsonable(value) for key, value in data.items()}
 
 
-def _conventions() -> tuple[str, ...]:
+def _conventions() -> tuple[ConventionName, ...]:
     """Every registered convention, in registry order."""
-    return tuple(CONVENTIONS)
+    return tuple(get_convention(name).name for name in CONVENTIONS)
 
 
 def _exponents(d_model: int, convention: Any) -> tuple[npt.NDArray[np.int64], int]:
@@ -1065,7 +1067,7 @@ class Identification:
 class _Hypothesis:
     """A table family: which channels hold sin/cos of which exponent e (ω = base^-e)."""
 
-    convention: str
+    convention: ConventionName
     bug: str | None
     d_model: int
     pair_sin: npt.NDArray[np.intp]
@@ -1505,15 +1507,15 @@ def _identify(
         if len(fits) >= 8:
             break
 
-    seen = set()
+    seen_candidates: set[tuple[Any, ...]] = set()
     candidates_list: list[Candidate] = []
     ordered = [s.candidate() for s in fits]
     ordered += [s.candidate() for s in sorted(scored, key=lambda s: s.residual)]
     ordered += sorted(pruned, key=lambda c: c.residual)
     for c in ordered:
-        ident = (c.convention, c.base, c.offset, c.bug)
-        if ident not in seen:
-            seen.add(ident)
+        key = (c.convention, c.base, c.offset, c.bug)
+        if key not in seen_candidates:
+            seen_candidates.add(key)
             candidates_list.append(c)
     candidates = tuple(candidates_list[:6])
 

@@ -38,9 +38,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without matplotl
 
 from . import analysis
 from ._checks import check_base, check_int
-from .conventions import get_convention
-from .frequencies import frequencies
-from .sinusoidal import feature_slices, sinusoidal
+from ._conventions import ConventionName, get_convention
+from ._features import feature_slices
+from ._frequencies import frequencies
+from ._sinusoidal import sinusoidal
 
 __all__ = [
     "PLOTS",
@@ -104,7 +105,7 @@ def _index_locator() -> MaxNLocator:
     return MaxNLocator(nbins=10, integer=True, steps=[1, 2, 4, 5, 10], min_n_ticks=1)
 
 
-def _convention_name(convention: Any) -> str:
+def _convention_name(convention: Any) -> ConventionName:
     return get_convention(convention).name
 
 

@@ -1,4 +1,4 @@
-"""Tests of the fused eager paths of the additive encodings (``posenc.torch._fused``).
+"""Tests of the fused eager paths of the additive encodings (the add kernel).
 
 Covered: the dropout keep-mask (exact keep probability, reproducibility, tie handling), the
 fused add + dropout (forward equal to the unfused expression given the mask, backward reusing
@@ -19,12 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
-from posenc.torch import (  # noqa: E402
-    SinusoidalPositionalEncoding,
-    TransformerEmbedding,
-    _fused,
-)
-from posenc.torch._fused import Rows, add_dropout, fused_sum, keep_mask  # noqa: E402
+from posenc.torch import SinusoidalPositionalEncoding, TransformerEmbedding  # noqa: E402
+from posenc.torch._kernels import _add as _fused  # noqa: E402
+from posenc.torch._kernels._add import Rows, add_dropout, fused_sum, keep_mask  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)

@@ -1,4 +1,4 @@
-"""The eager fast path of the rotary apply (``posenc.torch.rotary``) against the formula.
+"""The eager fast path of the rotary apply (the rope kernel) against the formula.
 
 The formula ``x·cos + rotate(x)·sin`` in float32 (float64 for float64 inputs), rounded once to
 x's dtype, is the reference (it is also the path ``torch.compile`` traces). Half pairs must
@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import posenc.torch.rotary as rotary  # noqa: E402
-from posenc.rotary import rotary_cos_sin as np_cos_sin  # noqa: E402
+import posenc.torch._kernels._rope as rotary  # noqa: E402
+from posenc import rotary_cos_sin as np_cos_sin  # noqa: E402
 from posenc.torch import RotaryEmbedding, apply_rotary, rotary_cos_sin  # noqa: E402
 
 PAIRS = ("half", "interleaved")
@@ -36,7 +36,7 @@ def tables(length, head_dim, pairs, dtype=torch.float32, rotary_dim=None):
 
 def formula(x, cos, sin, pairs):
     """The reference rotation (also what torch.compile traces)."""
-    return rotary._rotate_formula(x, cos, sin, pairs)
+    return rotary.rotate_formula(x, cos, sin, pairs)
 
 
 def ulps(dtype):
@@ -303,25 +303,28 @@ def test_decoding_steps_match_the_full_sequence(pairs, head_dim, monkeypatch):
 
 
 def test_module_phasor_cache_follows_the_table_cache():
+    # the phasors are derived from one cache snapshot and live and die with it
     rope = RotaryEmbedding(8, pairs="interleaved")
     x = randn(1, 2, 6, 8, seed=16)
     rope.rotate(x)
-    first = rope._phasors
-    assert first is not None
-    assert first[0] is rope.cos_cached
-    assert first[1].shape == (6, 4)
-    assert first[1].dtype == torch.complex64
+    snapshot = rope._snapshot
+    first = snapshot.derived["phasors"]
+    assert snapshot.tables[0] is rope.cos_cached
+    assert first.shape == (6, 4)
+    assert first.dtype == torch.complex64
     rope.rotate(x[:, :, :3], offset=3)  # served from the cache: the phasors are kept
-    assert rope._phasors is first
-    out = rope.rotate(x, offset=4)  # grows the cache: new phasors
+    assert rope._snapshot is snapshot
+    assert rope._snapshot.derived["phasors"] is first
+    out = rope.rotate(x, offset=4)  # grows the cache: a new snapshot, new phasors
     assert rope.cos_cached.shape[0] == 12
-    assert rope._phasors is None or rope._phasors[0] is rope.cos_cached
+    assert rope._snapshot is not snapshot
+    assert rope._snapshot.derived["phasors"].shape == (12, 4)
     cos, sin = tables(10, 8, "interleaved")
     assert_matches_formula(out, x, cos[4:10], sin[4:10], "interleaved")
-    double = rope.double()  # module casts rebuild both caches
-    assert double._phasors is None
+    double = rope.double()  # module casts rebuild the tables: no phasors yet
+    assert "phasors" not in double._snapshot.derived
     out = double.rotate(x.double())
-    assert double._phasors[1].dtype == torch.complex128
+    assert double._snapshot.derived["phasors"].dtype == torch.complex128
     cos, sin = tables(6, 8, "interleaved", torch.float64)
     assert_matches_formula(out, x.double(), cos, sin, "interleaved")
     assert rope.state_dict() == {}  # nothing of this in checkpoints

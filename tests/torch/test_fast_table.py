@@ -7,20 +7,18 @@ never uses ``cast_exact`` or ``Tensor.to``).
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
+from posenc._features import feature_slices  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, sinusoidal  # noqa: E402
-from posenc.torch.functional import TorchAngleOps, sinusoidal_from_omega  # noqa: E402
+from posenc.torch._kernels._table import TorchAngleOps, sinusoidal_at  # noqa: E402
 from tests.test_fast_table import check_single_rounding  # noqa: E402
 from tests.torch.test_modules import round_once, same_bits  # noqa: E402
 
-core = importlib.import_module("posenc.sinusoidal")
 CONVENTIONS = sorted(posenc.CONVENTIONS)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -108,10 +106,10 @@ def test_torch_compile_path_matches_eager() -> None:
     phasors are real pairs; the values are those of eager mode."""
     torch._dynamo.reset()
     omega = torch.from_numpy(posenc.frequencies(32))
-    layout = core.feature_slices(32)
+    layout = feature_slices(32)
 
     def build(positions: torch.Tensor) -> torch.Tensor:
-        return sinusoidal_from_omega(positions, omega, layout, 32, torch.bfloat16)
+        return sinusoidal_at(positions, omega, layout, 32, torch.bfloat16)
 
     positions = torch.arange(1000, 1300)
     compiled = torch.compile(build, fullgraph=True, backend="aot_eager")

@@ -15,11 +15,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from posenc.grid import sinusoidal_grid  # noqa: E402
-from posenc.timestep import timestep_embedding as np_timestep_embedding  # noqa: E402
-from posenc.torch.functional import cast_exact  # noqa: E402
-from posenc.torch.grid import SinusoidalGridEncoding  # noqa: E402
-from posenc.torch.timestep import TimestepEmbedding, timestep_embedding  # noqa: E402
+from posenc import sinusoidal_grid  # noqa: E402
+from posenc import timestep_embedding as np_timestep_embedding  # noqa: E402
+from posenc.torch import (  # noqa: E402
+    SinusoidalGridEncoding,
+    TimestepEmbedding,
+    cast_exact,
+    timestep_embedding,
+)
 
 GRIDS = [
     ("mae", (5, 7), 64, {}),

@@ -28,10 +28,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from posenc.grid import sinusoidal_grid  # noqa: E402
-from posenc.timestep import timestep_embedding  # noqa: E402
-from posenc.torch.grid import SinusoidalGridEncoding  # noqa: E402
-from posenc.torch.timestep import TimestepEmbedding  # noqa: E402
+from posenc import sinusoidal_grid, timestep_embedding  # noqa: E402
+from posenc.torch import SinusoidalGridEncoding, TimestepEmbedding  # noqa: E402
 from tests.test_grid import expected_grid, fp32_recipe_atol  # noqa: E402
 from tests.test_timestep import diffusers_formula  # noqa: E402
 

@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
+from posenc.torch import RotaryEmbedding, rotary_cos_sin  # noqa: E402
 from posenc.torch.hf import (  # noqa: E402
     LlamaRotary,
     M2M100Positions,
@@ -31,7 +32,6 @@ from posenc.torch.hf import (  # noqa: E402
     fairseq_positions,
     swap_positions,
 )
-from posenc.torch.rotary import RotaryEmbedding, rotary_cos_sin  # noqa: E402
 
 #: float32 tolerance on logits: the swapped tables differ from HF's float32 builds by at most
 #: ~1e-7 * position (a few 1e-6 here), and the models are tiny.

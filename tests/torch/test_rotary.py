@@ -1,6 +1,6 @@
 """Tests of ``posenc.torch.RotaryEmbedding``, ``rotary_cos_sin`` and ``apply_rotary``.
 
-References are the NumPy core (``posenc.rotary``, float64) and rotations written here.
+References are the NumPy core (``posenc.rotary_cos_sin``, float64) and rotations written here.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from posenc.rotary import apply_rotary as np_apply_rotary  # noqa: E402
-from posenc.rotary import rotary_cos_sin as np_cos_sin  # noqa: E402
-from posenc.torch.functional import cast_exact  # noqa: E402
-from posenc.torch.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin  # noqa: E402
+from posenc import apply_rotary as np_apply_rotary  # noqa: E402
+from posenc import rotary_cos_sin as np_cos_sin  # noqa: E402
+from posenc.torch import RotaryEmbedding, apply_rotary, cast_exact, rotary_cos_sin  # noqa: E402
 
 PAIRS = ("half", "interleaved")
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}

@@ -31,8 +31,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import posenc.torch.rotary as pt  # noqa: E402
-from posenc.frequencies import rope_frequencies  # noqa: E402
+import posenc.torch as pt  # noqa: E402
+from posenc import rope_frequencies  # noqa: E402
 from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
 
 HF_REASON = "transformers (with a working model import) is needed for {}"

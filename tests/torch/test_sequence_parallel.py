@@ -25,7 +25,7 @@ dist = pytest.importorskip("torch.distributed", reason="torch.distributed is not
 mp = pytest.importorskip("torch.multiprocessing")
 
 import posenc.torch as pt  # noqa: E402
-from posenc.torch.rotary import RotaryEmbedding  # noqa: E402
+from posenc.torch import RotaryEmbedding  # noqa: E402
 
 WORLD = 2
 LENGTH = 8192  # long enough that positions in the second half have large angles

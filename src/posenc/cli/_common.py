@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import check_int
-from ..conventions import CONVENTIONS
+from .._conventions import CONVENTIONS
 
 __all__ = [
     "Progress",

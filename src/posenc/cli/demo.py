@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import analysis
-from ..sinusoidal import sinusoidal
+from .._sinusoidal import sinusoidal
 from ._common import add_subcommand
 
 HELP = "the seeds' table, their toy batch and every property they explain, checked; figures"

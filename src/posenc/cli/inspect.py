@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 def build_report(args: argparse.Namespace) -> dict[str, Any]:
     """Every number of the report, as plain Python values (what ``--json`` prints)."""
     from .. import analysis
-    from ..sinusoidal import sinusoidal
+    from .._sinusoidal import sinusoidal
 
     d_model = check_int("--d-model", args.d_model, minimum=1)
     base = check_base("--base", args.base)

@@ -26,8 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import check_base, check_float_dtype, check_int, check_position_magnitude
-from ..frequencies import frequencies
-from ..sinusoidal import feature_slices, fill_table
+from .._features import feature_slices
+from .._frequencies import frequencies
+from .._sinusoidal import fill_table
 from ._common import (
     Progress,
     add_encoding_options,

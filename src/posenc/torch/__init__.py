@@ -20,12 +20,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
         "posenc.torch needs PyTorch: pip install 'posenc[torch]' (or install torch yourself)"
     ) from exc
 
-from .embedding import TransformerEmbedding
-from .functional import cast_exact, sinusoidal
-from .grid import SinusoidalGridEncoding
-from .rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
-from .sinusoidal import SinusoidalPositionalEncoding
-from .timestep import TimestepEmbedding, timestep_embedding
+from . import hf
+from ._checks import set_data_checks
+from ._embedding import TransformerEmbedding
+from ._functional import apply_rotary, cast_exact, rotary_cos_sin, sinusoidal
+from ._grid import SinusoidalGridEncoding
+from ._rotary import RotaryEmbedding
+from ._sinusoidal import SinusoidalPositionalEncoding
+from ._timestep import TimestepEmbedding, timestep_embedding
 
 __all__ = [
     "RotaryEmbedding",
@@ -35,7 +37,9 @@ __all__ = [
     "TransformerEmbedding",
     "apply_rotary",
     "cast_exact",
+    "hf",
     "rotary_cos_sin",
+    "set_data_checks",
     "sinusoidal",
     "timestep_embedding",
 ]

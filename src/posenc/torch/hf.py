@@ -42,11 +42,12 @@ import torch
 from torch import nn
 
 from .._checks import check_base, check_bool, check_int
-from ..frequencies import RopeScaling, rope_scaling
-from ..rotary import resolve_rotary_dim
-from .functional import check_dtype
-from .rotary import rotary_cos_sin
-from .sinusoidal import SinusoidalPositionalEncoding
+from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
+from .._rotary import resolve_rotary_dim
+from ._checks import as_positions, check_dtype
+from ._functional import largest_position_seq_len
+from ._kernels._table import rope_cos_sin
+from ._sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "LlamaRotary",
@@ -450,9 +451,9 @@ class LlamaRotary(nn.Module):
 
     ``LlamaModel`` calls ``rotary_emb(hidden_states, position_ids)`` once per forward and
     hands ``(cos, sin)`` to every layer's ``apply_rotary_pos_emb`` (``pairs="half"``). This
-    module returns the same tables from :func:`posenc.torch.rotary.rotary_cos_sin`: angles,
+    module returns the same tables from :func:`posenc.torch.rotary_cos_sin`: angles,
     cos/sin and the scaling's attention factor in float64, rounded once to ``x.dtype``. Every
-    ``rope_type`` of :class:`posenc.frequencies.RopeScaling` is supported (``default``,
+    ``rope_type`` of :class:`posenc.RopeScaling` is supported (``default``,
     ``linear``, ``dynamic``, ``yarn``, ``llama3``, ``longrope``); ``dynamic`` and ``longrope``
     choose their frequencies by the largest position + 1 of each call, as Hugging Face does.
 
@@ -488,11 +489,12 @@ class LlamaRotary(nn.Module):
         self.base = check_base("base", base)
         self.scaling: RopeScaling | None = rope_scaling(scaling)
         self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
-        # Validates the combination (e.g. rope_theta == base) once, here.
-        rotary_cos_sin(0, self.head_dim, **self._kwargs())
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"base": self.base, "scaling": self.scaling, "rotary_dim": self.rotary_dim}
+        # Validates the combination (e.g. rope_theta == base) once, here; plain CPU float64
+        # frequencies, not a buffer: module casts must never touch them.
+        omega, self._attention = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=self.scaling
+        )
+        self._omega = torch.from_numpy(omega)
 
     @classmethod
     def from_config(cls, config: Any) -> LlamaRotary:
@@ -558,9 +560,17 @@ class LlamaRotary(nn.Module):
         """``(cos, sin)`` for ``position_ids``, in ``x.dtype`` on ``x.device``."""
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        return rotary_cos_sin(
-            position_ids, self.head_dim, dtype=x.dtype, device=x.device, **self._kwargs()
-        )
+        dtype = check_dtype("x.dtype", x.dtype)
+        positions, checked = as_positions("position_ids", position_ids, x.device)
+        positions = positions.to(x.device)
+        omega, attention = self._omega, self._attention
+        if self.scaling is not None and self.scaling.depends_on_length:
+            seq_len = largest_position_seq_len(positions)
+            omega_np, attention = rope_frequencies(
+                self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
+            )
+            omega = torch.from_numpy(omega_np)
+        return rope_cos_sin(positions, omega, attention, "half", dtype, checked=checked)
 
     def extra_repr(self) -> str:
         text = f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}"

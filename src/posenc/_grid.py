@@ -3,7 +3,7 @@
 A grid encoding of ``shape`` (``(h, w)`` or ``(t, h, w)``) gives every cell the 1-D
 encodings of its coordinates along each axis, side by side in the ``d`` channels. A grid
 convention names which 1-D table each axis gets (width and 1-D convention, see
-:mod:`posenc.conventions`) and where its sin/cos columns go. Channel diagrams (``S(x)`` and
+:data:`posenc.CONVENTIONS`) and where its sin/cos columns go. Channel diagrams (``S(x)`` and
 ``C(x)`` are the ``sin(x·ω_k)`` and ``cos(x·ω_k)`` columns for all k, ``h``/``w``/``t`` the
 row/column/frame coordinates)::
 
@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -49,17 +49,29 @@ from ._checks import (
     check_position_magnitude,
     check_real,
 )
-from .sinusoidal import sinusoidal
+from ._conventions import ConventionName
+from ._sinusoidal import sinusoidal
 
 __all__ = [
     "GRID_CONVENTIONS",
     "AxisBlock",
     "GridConvention",
+    "GridConventionName",
+    "GridKnobs",
     "GridPlan",
     "axis_positions",
+    "check_grid_width",
     "get_grid_convention",
+    "grid_knobs",
     "grid_plan",
+    "plan_grid",
     "sinusoidal_grid",
+]
+
+
+#: The names of the grid conventions (for type annotations).
+GridConventionName = Literal[
+    "mae", "timm", "timm_interleaved", "diffusers_3d", "positional_encodings"
 ]
 
 
@@ -72,11 +84,11 @@ class AxisBlock(NamedTuple):
 
     axis: int
     width: int
-    convention: str
+    convention: ConventionName
     columns: tuple[tuple[slice, slice], ...]
 
 
-def _whole(axis: int, width: int, convention: str, start: int) -> AxisBlock:
+def _whole(axis: int, width: int, convention: ConventionName, start: int) -> AxisBlock:
     """Block putting the whole table of ``axis`` at channels ``start .. start + width``."""
     return AxisBlock(axis, width, convention, ((slice(0, width), slice(start, start + width)),))
 
@@ -327,6 +339,78 @@ def _per_axis(
     return (check(name, value),) * ndim
 
 
+class GridKnobs(NamedTuple):
+    """The checked per-axis settings of a grid for one number of axes (see :func:`grid_knobs`)."""
+
+    scales: tuple[float, ...]
+    offsets: tuple[float, ...]
+    sizes: tuple[float, ...] | None
+    extra_tokens: int
+
+
+def grid_knobs(
+    ndim: int,
+    *,
+    base_size: Any = None,
+    interpolation_scale: Any = 1.0,
+    offset: Any = 0,
+    cls_token: bool = False,
+    extra_tokens: int = 0,
+) -> GridKnobs:
+    """Check the knobs of :func:`sinusoidal_grid` for grids of ``ndim`` axes.
+
+    >>> grid_knobs(2, interpolation_scale=(1, 2)).scales
+    (1.0, 2.0)
+    """
+    scales = _per_axis("interpolation_scale", interpolation_scale, ndim, check_base)
+    offsets = _per_axis("offset", offset, ndim, check_real)
+    sizes = None if base_size is None else _per_axis("base_size", base_size, ndim, check_base)
+    cls = check_bool("cls_token", cls_token)
+    extra = check_int("extra_tokens", extra_tokens, minimum=0)
+    if cls and extra:
+        raise ValueError(
+            f"pass cls_token=True (one zero row, as MAE) or extra_tokens={extra} "
+            "(that many zero rows, as diffusers' cls_token=True, extra_tokens=n), not both"
+        )
+    return GridKnobs(scales, offsets, sizes, extra or int(cls))
+
+
+def plan_grid(
+    dims: tuple[Any, ...], d_model: int, conv: GridConvention, knobs: GridKnobs
+) -> GridPlan:
+    """The :class:`GridPlan` of a grid of ``dims`` cells, from checked arguments.
+
+    Arithmetic and comparisons only, so that ``dims`` may also be ``torch.SymInt`` (a grid
+    traced by ``torch.compile``); the positions must stay within +-2**53.
+    """
+    scales, offsets = knobs.scales, knobs.offsets
+    if knobs.sizes is None:
+        factors = tuple(1.0 / s for s in scales)
+    else:
+        factors = tuple(b / (n * s) for b, n, s in zip(knobs.sizes, dims, scales, strict=True))
+    for axis, (n, start, factor) in enumerate(zip(dims, offsets, factors, strict=True)):
+        if not 0.0 < factor < math.inf:
+            raise ValueError(
+                f"base_size / (n * interpolation_scale) for axis {axis} is {factor!r}; "
+                "interpolation_scale and base_size must keep it a positive finite number"
+            )
+        first, last = (start + 0.0) * factor, (start + (n - 1)) * factor
+        check_position_magnitude("grid positions", min(first, last), max(first, last))
+    blocks = conv.blocks(d_model, len(dims))
+    return GridPlan(dims, d_model, blocks, offsets, factors, knobs.extra_tokens)
+
+
+def check_grid_width(d_model: Any, conv: GridConvention) -> int:
+    """``d_model`` must be a positive multiple of the convention's ``multiple``."""
+    width = check_int("d_model", d_model, minimum=1)
+    if width % conv.multiple:
+        raise ValueError(
+            f"d_model must be a multiple of {conv.multiple} for convention {conv.name!r} "
+            f"({conv.why}), got {width}"
+        )
+    return width
+
+
 def grid_plan(
     shape: Any,
     d_model: int,
@@ -348,37 +432,17 @@ def grid_plan(
     ((1.0, 0.5), 8)
     """
     conv = get_grid_convention(convention)
-    d_model = check_int("d_model", d_model, minimum=1)
-    if d_model % conv.multiple:
-        raise ValueError(
-            f"d_model must be a multiple of {conv.multiple} for convention {conv.name!r} "
-            f"({conv.why}), got {d_model}"
-        )
+    d_model = check_grid_width(d_model, conv)
     dims = _check_shape(shape, conv)
-    ndim = len(dims)
-    scales = _per_axis("interpolation_scale", interpolation_scale, ndim, check_base)
-    offsets = _per_axis("offset", offset, ndim, check_real)
-    if base_size is None:
-        factors = tuple(1.0 / s for s in scales)
-    else:
-        sizes = _per_axis("base_size", base_size, ndim, check_base)
-        factors = tuple(b / (n * s) for b, n, s in zip(sizes, dims, scales, strict=True))
-    for axis, (n, start, factor) in enumerate(zip(dims, offsets, factors, strict=True)):
-        if not 0.0 < factor < math.inf:
-            raise ValueError(
-                f"base_size / (n * interpolation_scale) for axis {axis} is {factor!r}; "
-                "interpolation_scale and base_size must keep it a positive finite number"
-            )
-        first, last = (start + 0.0) * factor, (start + (n - 1)) * factor
-        check_position_magnitude("grid positions", min(first, last), max(first, last))
-    cls = check_bool("cls_token", cls_token)
-    extra = check_int("extra_tokens", extra_tokens, minimum=0)
-    if cls and extra:
-        raise ValueError(
-            f"pass cls_token=True (one zero row, as MAE) or extra_tokens={extra} "
-            "(that many zero rows, as diffusers' cls_token=True, extra_tokens=n), not both"
-        )
-    return GridPlan(dims, d_model, conv.blocks(d_model, ndim), offsets, factors, extra or int(cls))
+    knobs = grid_knobs(
+        len(dims),
+        base_size=base_size,
+        interpolation_scale=interpolation_scale,
+        offset=offset,
+        cls_token=cls_token,
+        extra_tokens=extra_tokens,
+    )
+    return plan_grid(dims, d_model, conv, knobs)
 
 
 def axis_positions(plan: GridPlan, axis: int) -> npt.NDArray[np.float64]:
@@ -392,7 +456,7 @@ def sinusoidal_grid(
     d_model: int,
     *,
     base: float = 10000.0,
-    convention: Any = "mae",
+    convention: GridConventionName = "mae",
     dtype: Any = np.float32,
     base_size: Any = None,
     interpolation_scale: Any = 1.0,

@@ -1,4 +1,4 @@
-"""Diffusion timestep embeddings in PyTorch, from float64 angles (:mod:`posenc.timestep`).
+"""Diffusion timestep embeddings in PyTorch, from float64 angles (``posenc.timestep_embedding``).
 
 Shape legend: ``S`` is the shape of the timesteps (usually ``(b,)``), ``dim`` the channels.
 """
@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 from .._checks import check_base, check_bool, check_int, check_real
-from ..timestep import timestep_frequencies, timestep_layout
-from .functional import as_positions, check_dtype, sinusoidal_from_omega
+from .._timestep import timestep_frequencies, timestep_layout
+from ._checks import as_positions, check_dtype
+from ._kernels._table import sinusoidal_at
 
 __all__ = ["TimestepEmbedding", "timestep_embedding"]
 
@@ -84,15 +85,15 @@ class TimestepEmbedding(nn.Module):
             tensor of shape ``(*S, dim)`` on the timesteps' device.
         """
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-        t = as_positions("timesteps", timesteps)
-        if t.numel() and t.device.type != "meta" and not torch.compiler.is_compiling():
+        t, checked = as_positions("timesteps", timesteps)
+        if checked and t.numel():
             largest = float(t.to(torch.float64).abs().max()) * float(self._omega.abs().max())
             if not math.isfinite(largest):
                 raise ValueError(
                     f"scale * timesteps * frequency overflows float64 (scale={self.scale!r}); "
                     "use a smaller scale"
                 )
-        return sinusoidal_from_omega(t, self._omega, self._layout, self.dim, dtype)
+        return sinusoidal_at(t, self._omega, self._layout, self.dim, dtype, checked=checked)
 
     def extra_repr(self) -> str:
         return (

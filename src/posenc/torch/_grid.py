@@ -1,10 +1,11 @@
-"""``SinusoidalGridEncoding``: the 2-D / 3-D sin-cos grids of :mod:`posenc.grid` in PyTorch.
+"""``SinusoidalGridEncoding``: the 2-D / 3-D sin-cos grids of ``posenc.sinusoidal_grid`` in PyTorch.
 
 Shape legend: ``b`` batch, ``N`` tokens = ``extra_tokens + prod(grid_shape)``, ``d`` = d_model.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,10 +13,22 @@ import torch
 from torch import nn
 
 from .._checks import check_base, check_probability
-from ..frequencies import frequencies
-from ..grid import GridPlan, get_grid_convention, grid_plan
-from ..sinusoidal import FeatureSlices, feature_slices
-from .functional import cast_exact, check_dtype, sinusoidal_from_omega, work_device
+from .._features import FeatureSlices, feature_slices
+from .._frequencies import frequencies
+from .._grid import (
+    GridConventionName,
+    GridKnobs,
+    GridPlan,
+    get_grid_convention,
+    grid_knobs,
+    grid_plan,
+    plan_grid,
+)
+from ._cache import CachedTables
+from ._checks import check_dtype
+from ._kernels._add import add_encoding
+from ._kernels._cast import cast_exact
+from ._kernels._table import sinusoidal_at, work_device
 
 __all__ = ["SinusoidalGridEncoding", "grid_table"]
 
@@ -30,7 +43,7 @@ def grid_table(
 
     ``omegas`` maps each block's ``(width, convention)`` to its float64 frequencies and layout.
     Positions, angles and sin/cos are float64; :func:`cast_exact` is the only rounding. No
-    argument checks (:func:`posenc.grid.grid_plan` made them).
+    argument checks (``grid_plan`` made them).
     """
     work = work_device(device)
     shape, d = plan.shape, plan.d_model
@@ -40,7 +53,7 @@ def grid_table(
         n = shape[block.axis]
         steps = torch.arange(n, dtype=torch.float64, device=work)
         positions = (plan.offsets[block.axis] + steps) * plan.factors[block.axis]
-        table = sinusoidal_from_omega(positions, omega, layout, block.width, torch.float64)
+        table = sinusoidal_at(positions, omega, layout, block.width, torch.float64)
         along = [1] * len(shape)
         along[block.axis] = n
         for src, dst in block.columns:
@@ -52,7 +65,7 @@ def grid_table(
     return cast_exact(flat, dtype).to(device)
 
 
-class SinusoidalGridEncoding(nn.Module):
+class SinusoidalGridEncoding(CachedTables):
     """Adds the sin-cos encoding of a 2-D / 3-D grid to a sequence of patch embeddings.
 
     ``forward(x)`` returns ``dropout(x + PE)`` where ``PE`` is
@@ -62,7 +75,7 @@ class SinusoidalGridEncoding(nn.Module):
     Args:
         d_model: number of channels ``d`` (the convention may require a multiple of 4 or 16).
         convention: ``"mae"`` (default), ``"timm"``, ``"timm_interleaved"``,
-            ``"diffusers_3d"`` or ``"positional_encodings"`` (:data:`posenc.grid.GRID_CONVENTIONS`).
+            ``"diffusers_3d"`` or ``"positional_encodings"`` (:data:`posenc.GRID_CONVENTIONS`).
         base: wavelength base, a finite number > 0 (10000).
         grid_shape: the default grid ``(h, w)`` / ``(t, h, w)``; its table is built here. If
             None, pass ``grid_shape=`` to every call.
@@ -78,10 +91,11 @@ class SinusoidalGridEncoding(nn.Module):
 
     Precision and cache: the table is computed from float64 positions and angles and rounded
     once to ``x``'s dtype (also float16/bfloat16). The table of the last grid used by
-    ``forward`` is kept as the non-persistent buffer ``pe`` (not in ``state_dict``); a call
-    with another grid, dtype or device rebuilds it there. Under ``torch.compile`` the buffer
-    is never replaced: other grids are computed on the fly, with identical values.
-    ``.to()``, ``.half()`` and ``to_empty()`` rebuild the buffer from float64.
+    ``forward`` is kept as the non-persistent buffer ``pe`` under posenc's one cache policy
+    (docs/architecture.md): a call with another grid, dtype or device rebuilds it there;
+    ``encoding()`` with another grid and code traced by ``torch.compile`` compute on the fly,
+    with identical values; ``.to()``, ``.half()`` and ``to_empty()`` rebuild it from float64;
+    several threads may share the module.
 
     >>> enc = SinusoidalGridEncoding(64, grid_shape=(4, 4), cls_token=True)
     >>> enc(torch.zeros(2, 17, 64)).shape
@@ -90,13 +104,14 @@ class SinusoidalGridEncoding(nn.Module):
     torch.Size([7, 64])
     """
 
+    _table_names = ("pe",)
     pe: torch.Tensor
 
     def __init__(
         self,
         d_model: int,
         *,
-        convention: str = "mae",
+        convention: GridConventionName = "mae",
         base: float = 10000.0,
         grid_shape: Sequence[int] | None = None,
         base_size: Any = None,
@@ -135,10 +150,17 @@ class SinusoidalGridEncoding(nn.Module):
                 layout = feature_slices(block.width, block.convention)
                 self._omegas[(block.width, block.convention)] = (torch.from_numpy(omega), layout)
         self._default = plan if grid_shape is not None else None
-        self._cached = self._default
+        # The knobs, checked once per number of axes they fit: traced calls plan new grids
+        # from them with arithmetic only (their sizes may be symbolic).
+        self._conv = conv
+        self._checked_knobs: dict[int, GridKnobs] = {}
+        for ndim in conv.ndims:
+            # knobs that do not fit ndim axes are left out: an eager call says why
+            with contextlib.suppress(TypeError, ValueError):
+                self._checked_knobs[ndim] = grid_knobs(ndim, **self._knob_values())
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
         device = torch.get_default_device() if device is None else torch.device(device)
-        self.register_buffer("pe", self._build(self._cached, dtype, device), persistent=False)
+        self._init_tables(0, dtype, device, key=self._default)
 
     # -- table ------------------------------------------------------------------------------
 
@@ -150,18 +172,29 @@ class SinusoidalGridEncoding(nn.Module):
                 return (1,) * len(value)
         return (1,) * ndims[0]
 
+    def _knob_values(self) -> dict[str, Any]:
+        return {k: v for k, v in self._knobs.items() if k != "convention"}
+
     def _plan(self, grid_shape: Any) -> GridPlan:
+        if torch.compiler.is_compiling() and isinstance(grid_shape, Sequence):
+            knobs = self._checked_knobs.get(len(grid_shape))
+            if knobs is not None:
+                dims = tuple(grid_shape)
+                if any(n < 1 for n in dims):
+                    raise ValueError(f"grid_shape must hold positive sizes, got {dims}")
+                return plan_grid(dims, self.d_model, self._conv, knobs)
         return grid_plan(grid_shape, self.d_model, **self._knobs)
 
-    def _build(
-        self, plan: GridPlan | None, dtype: torch.dtype, device: torch.device
-    ) -> torch.Tensor:
-        with torch.inference_mode(False), torch.no_grad():
-            if plan is None:
-                return torch.empty((0, self.d_model), dtype=dtype, device=device)
-            if device.type == "meta":
-                return torch.empty((plan.rows, self.d_model), dtype=dtype, device=device)
-            return grid_table(plan, self._omegas, dtype, device)
+    def _compute_rows(
+        self, key: Any, start: int, stop: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, ...]:
+        """The whole table of the grid plan ``key`` (empty for None); ``start``/``stop`` are
+        always ``0 .. plan.rows``."""
+        if key is None:
+            return (torch.empty((0, self.d_model), dtype=dtype, device=device),)
+        if device.type == "meta":
+            return (torch.empty((key.rows, self.d_model), dtype=dtype, device=device),)
+        return (grid_table(key, self._omegas, dtype, device),)
 
     def _resolve(self, grid_shape: Any) -> GridPlan:
         if grid_shape is None:
@@ -172,7 +205,11 @@ class SinusoidalGridEncoding(nn.Module):
                 )
             return self._default
         if isinstance(grid_shape, Sequence):
-            for plan in (self._cached, self._default):
+            # traced code must not look at the cache (its guards would follow eager calls)
+            known = [self._default]
+            if not torch.compiler.is_compiling():
+                known.insert(0, self._snapshot.key)
+            for plan in known:
                 if plan is not None and tuple(grid_shape) == plan.shape:
                     return plan
         return self._plan(grid_shape)
@@ -180,23 +217,8 @@ class SinusoidalGridEncoding(nn.Module):
     def _table(
         self, plan: GridPlan, dtype: torch.dtype, device: torch.device, *, adopt: bool
     ) -> torch.Tensor:
-        pe = self.pe
-        if plan is self._cached and pe.dtype == dtype and pe.device == device:
-            return pe
-        if adopt and not torch.compiler.is_compiling():
-            self.pe = self._build(plan, dtype, device)
-            self._cached = plan
-            return self.pe
-        return self._build(plan, dtype, device)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> SinusoidalGridEncoding:
-        # nn.Module casts would round the table twice or leave it uninitialised (to_empty);
-        # rebuild it from float64 where the cast put it instead.
-        before = self.pe
-        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        if self.pe is not before:
-            self.pe = self._build(self._cached, self.pe.dtype, self.pe.device)
-        return self
+        (table,), _ = self._cached_rows(0, plan.rows, dtype, device, key=plan, adopt=adopt)
+        return table
 
     # -- API --------------------------------------------------------------------------------
 
@@ -214,8 +236,8 @@ class SinusoidalGridEncoding(nn.Module):
             dtype, device: of the result; default those of the buffer ``pe``.
         """
         plan = self._resolve(grid_shape)
-        dtype = check_dtype("dtype", self.pe.dtype if dtype is None else dtype)
-        device = self.pe.device if device is None else torch.device(device)
+        dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
+        device = self._tables_device if device is None else torch.device(device)
         return self._table(plan, dtype, device, adopt=False)
 
     def forward(self, x: torch.Tensor, *, grid_shape: Any = None) -> torch.Tensor:
@@ -244,8 +266,7 @@ class SinusoidalGridEncoding(nn.Module):
                 "grid of these patches as grid_shape="
             )
         pe = self._table(plan, x.dtype, x.device, adopt=True)
-        out: torch.Tensor = self.dropout(x + pe)
-        return out
+        return add_encoding(x, pe, None, self.dropout)
 
     def extra_repr(self) -> str:
         knobs = self._knobs

@@ -12,8 +12,10 @@ import torch
 from torch import nn
 
 from .._checks import check_bool, check_int, check_probability
-from . import _fused
-from .sinusoidal import SinusoidalPositionalEncoding
+from .._conventions import ConventionName
+from ._checks import data_checked
+from ._kernels._add import embed
+from ._sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerEmbedding"]
 
@@ -29,7 +31,7 @@ def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None
         )
     if ids.dim() not in (1, 2):
         raise ValueError(f"{name} must have shape (b, s), (s, b) or (s,), got {tuple(ids.shape)}")
-    if ids.numel() and ids.device.type != "meta" and not torch.compiler.is_compiling():
+    if ids.numel() and data_checked(ids):
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= upper:
             raise ValueError(
@@ -42,7 +44,7 @@ class TransformerEmbedding(nn.Module):
 
     ``forward(tokens)`` = ``dropout(E[tokens] * sqrt(d) + PE + S[segments])``, the input layer
     of "Attention Is All You Need" (section 3.4) with BERT-style segment embeddings when
-    ``num_segments > 0`` (seeds 002 and 003).
+    ``num_segments > 0`` (as BERT does).
 
     Args:
         vocab_size: number of token ids, an integer >= 1.
@@ -81,7 +83,7 @@ class TransformerEmbedding(nn.Module):
         num_segments: int = 0,
         dropout: float = 0.1,
         scale: bool = True,
-        convention: str = "paper",
+        convention: ConventionName = "paper",
         base: float = 10000.0,
         batch_first: bool = True,
         max_len: int | None = None,
@@ -133,63 +135,23 @@ class TransformerEmbedding(nn.Module):
                 raise ValueError("segments were given but num_segments is 0; set num_segments")
         elif segments is not None:
             _check_ids("segments", segments, self.num_segments, like=tokens)
-        if self._fusable(tokens, segments):
-            return self._fused(tokens, segments, positions, offset)
-        x = self.token(tokens)
-        if self.scale:
-            x = x * math.sqrt(self.d_model)
-        x = self.position(x, positions=positions, offset=offset)
-        if self.segment is not None:
-            # Omitted segments are all 0: add row 0 without gathering it per token.
-            x = x + (self.segment(segments) if segments is not None else self.segment.weight[0])
-        out: torch.Tensor = self.dropout(x)
-        return out
-
-    def _fusable(self, tokens: torch.Tensor, segments: torch.Tensor | None) -> bool:
-        """The fused path computes the same values as the modules it bypasses: only when
-        those are the stock ones, no gradient is recorded and nothing is being traced."""
-        token, position, segment = self.token, self.position, self.segment
-        weights = [token.weight] + ([] if segment is None else [segment.weight])
-        pos_dropout = position.dropout
-        size = tokens.numel() * self.d_model * token.weight.element_size()
-        return (
-            not torch.compiler.is_compiling()
-            and size >= _fused.FUSE_MIN_BYTES  # smaller outputs stay in cache anyway
-            and type(token) is nn.Embedding
-            and token.max_norm is None
-            and (segment is None or (type(segment) is nn.Embedding and segment.max_norm is None))
-            and type(position) is SinusoidalPositionalEncoding
-            and type(pos_dropout) is nn.Dropout
-            and (not pos_dropout.training or pos_dropout.p == 0.0)
-            and not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
-            and all(w.dtype == token.weight.dtype for w in weights)
-            and all(w.device == tokens.device for w in weights)
-            and token.weight.device.type != "meta"
-            and (segments is None or segments.device == tokens.device)
-        )
-
-    def _fused(
-        self,
-        tokens: torch.Tensor,
-        segments: torch.Tensor | None,
-        positions: Any,
-        offset: int,
-    ) -> torch.Tensor:
-        """``E[tokens] * sqrt(d) + PE (+ S[segments])`` in one blocked sweep, then dropout."""
         weight = self.token.weight
         shape = (*tokens.shape, self.d_model)
-        table, index = self.position._table(shape, weight.dtype, weight.device, positions, offset)
-        terms: list[_fused.Term] = [
-            _fused.Rows(weight, tokens),
-            table if index is None else _fused.Rows(table, index),
-        ]
-        if self.segment is not None:
-            seg = self.segment.weight
-            terms.append(seg[0] if segments is None else _fused.Rows(seg, segments))
-        out = torch.empty(shape, dtype=weight.dtype, device=weight.device)
-        _fused.fused_sum(out, terms, first_scale=math.sqrt(self.d_model) if self.scale else None)
-        result: torch.Tensor = self.dropout(out)
-        return result
+        table, index = self.position._rows_for(
+            shape, weight.dtype, weight.device, positions, offset
+        )
+        scale = math.sqrt(self.d_model) if self.scale else None
+        return embed(
+            tokens,
+            self.token,
+            scale,
+            table,
+            index,
+            self.position.dropout,
+            self.segment,
+            segments,
+            self.dropout,
+        )
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"

@@ -35,7 +35,7 @@ from ._checks import (
     check_positions,
     check_real,
 )
-from .sinusoidal import FeatureSlices, fill_features
+from ._features import FeatureSlices, fill_features
 
 __all__ = ["timestep_embedding", "timestep_frequencies", "timestep_layout"]
 

@@ -25,56 +25,19 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import check_float_dtype, check_int
-from .frequencies import RopeScaling, rope_frequencies, rope_scaling
-from .sinusoidal import positions_array
+from ._features import PairLayout, check_pairs, pair_slices
+from ._positions import positions_array
+from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = [
-    "PAIRS",
     "apply_rotary",
-    "check_pairs",
     "default_seq_len",
-    "pair_slices",
     "resolve_rotary_dim",
     "rotary_cos_sin",
 ]
 
-#: The pair layouts understood by :func:`rotary_cos_sin` and :func:`apply_rotary`.
-PAIRS = ("half", "interleaved")
-
 # Rows per chunk when filling tables: keeps the float64 temporaries near 2 MiB each.
 _CHUNK_ELEMENTS = 1 << 18
-
-
-def check_pairs(pairs: Any) -> str:
-    """``pairs`` must be ``"half"`` or ``"interleaved"``.
-
-    >>> check_pairs("half")
-    'half'
-    >>> check_pairs("neox")
-    Traceback (most recent call last):
-    ...
-    ValueError: pairs must be 'half' or 'interleaved', got 'neox'
-    """
-    if not isinstance(pairs, str):
-        raise TypeError(f"pairs must be 'half' or 'interleaved', got {pairs!r}")
-    if pairs not in PAIRS:
-        raise ValueError(f"pairs must be 'half' or 'interleaved', got {pairs!r}")
-    return pairs
-
-
-def pair_slices(pairs: str, n: int) -> tuple[slice, slice]:
-    """Where the first and the second channel of each of the ``n`` pairs sit.
-
-    ``table[..., first]`` and ``table[..., second]`` both hold ``θ_0 .. θ_{n-1}``.
-
-    >>> pair_slices("half", 3)
-    (slice(0, 3, None), slice(3, 6, None))
-    >>> pair_slices("interleaved", 3)
-    (slice(0, 6, 2), slice(1, 6, 2))
-    """
-    if pairs == "half":
-        return slice(0, n), slice(n, 2 * n)
-    return slice(0, 2 * n, 2), slice(1, 2 * n, 2)
 
 
 def resolve_rotary_dim(
@@ -135,7 +98,7 @@ def rotary_cos_sin(
     base: float = 10000.0,
     scaling: Any = None,
     rotary_dim: int | None = None,
-    pairs: str = "half",
+    pairs: PairLayout = "half",
     dtype: Any = np.float32,
     seq_len: int | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
@@ -153,7 +116,7 @@ def rotary_cos_sin(
             default ``head_dim``, or ``int(head_dim * partial_rotary_factor)`` when the
             scaling has one.
         pairs: ``"half"`` (Hugging Face / GPT-NeoX) or ``"interleaved"`` (Meta / torchtune /
-            rotary-embedding-torch); see :mod:`posenc.rotary`.
+            rotary-embedding-torch); see the module docstring.
         dtype: output dtype: float32 (default), float16 or float64.
         seq_len: the sequence length ``dynamic`` and ``longrope`` select their frequencies
             by; default the largest position + 1 (Hugging Face's rule). Ignored otherwise.
@@ -215,7 +178,7 @@ def _as_float_array(name: str, value: Any) -> npt.NDArray[Any]:
 
 
 def apply_rotary(
-    x: Any, cos: Any, sin: Any, *, pairs: str = "half", rotary_dim: int | None = None
+    x: Any, cos: Any, sin: Any, *, pairs: PairLayout = "half", rotary_dim: int | None = None
 ) -> npt.NDArray[Any]:
     """Rotate the first ``rotary_dim`` channels of ``x`` by the angles in ``cos``/``sin``.
 

@@ -1,10 +1,19 @@
-"""Fused eager kernels for the additive encodings' hot paths: gather, add, dropout in one sweep.
+"""Kernel family **add**: adding an encoding to embeddings (with dropout), and the embedding sum.
 
-PyTorch runs each elementwise operation as its own pass over memory, and on the CPU a fresh
-output tensor costs more than the arithmetic. These helpers walk the output in cache-sized
-blocks and, for each block, gather rows, scale, add and apply a dropout mask while the block is
-still in cache, so each tensor is read or written about once from main memory. No compiler is
-involved; every operation is an ordinary PyTorch call, so the same code runs on CUDA.
+Entry points, each choosing between its fast path and the plain formula written in it:
+
+- :func:`add_encoding`: ``dropout(x + T)`` with ``T = table`` or ``table[index]``;
+- :func:`embed`: ``dropout(E[tokens]·scale + T + S[segments])`` (``TransformerEmbedding``).
+
+The plain formulas are the obvious PyTorch expressions: what ``torch.compile`` traces, what
+runs under ``posenc.set_fast_paths(False)``, for a replaced dropout module, when the table
+needs gradients, and for dropout off the CPU (the exact-probability mask reads tensor data).
+
+The fast paths: PyTorch runs each elementwise operation as its own pass over memory, and on
+the CPU a fresh output tensor costs more than the arithmetic. :func:`fused_sum` walks the
+output in cache-sized blocks and, for each block, gathers rows, scales, adds and applies a
+dropout mask while the block is still in cache, so each tensor is read or written about once
+from main memory. No compiler is involved; every operation is an ordinary PyTorch call.
 
 Shape legend: ``A, B`` the two leading dimensions (``(b, s)`` batch-first, ``(s, b)``
 sequence-first, ``(1, s)`` unbatched), ``d`` channels.
@@ -20,8 +29,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from torch import nn
 
-__all__ = ["Rows", "add_dropout", "fused_sum", "keep_mask"]
+from ..._switches import fast_paths_enabled
+
+__all__ = ["Rows", "add_dropout", "add_encoding", "embed", "fused_sum", "keep_mask"]
 
 #: Bytes of output per block: small enough that a block and its operands stay in the (shared)
 #: last-level cache between the operations applied to it, large enough that the per-call
@@ -377,3 +389,127 @@ def add_dropout(
         return fused_sum(out, [x, term])
     mask = keep_mask(x.numel(), p, device=x.device, generator=generator)
     return fused_sum(out, [x, term], mask=mask, scale=1.0 / (1.0 - p))
+
+
+# -- entry points ---------------------------------------------------------------------------------
+
+
+def _dropout_p(dropout: nn.Module) -> float | None:
+    """The probability of a stock ``nn.Dropout`` (0 when not training); None for anything else."""
+    if type(dropout) is not nn.Dropout:
+        return None
+    return float(dropout.p) if dropout.training else 0.0
+
+
+def _plain_add(x: torch.Tensor, table: torch.Tensor, p: float) -> bool:
+    """Whether :func:`add_encoding` takes the plain formula (for a stock dropout of ``p``)."""
+    return (
+        p == 1.0
+        or not fast_paths_enabled()
+        or torch.compiler.is_compiling()
+        or table.requires_grad
+        or x.device.type == "meta"
+        or (p > 0.0 and x.device.type != "cpu")  # the exact mask reads data (nonzero)
+    )
+
+
+def add_encoding(
+    x: torch.Tensor,
+    table: torch.Tensor,
+    index: torch.Tensor | None,
+    dropout: nn.Module,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``dropout(x + T)`` with ``T = table`` (broadcast against ``x``) or ``table[index]``.
+
+    Args:
+        x: ``(A, B, d)`` or ``(s, d)`` floating tensor.
+        table: broadcastable to ``x``, or ``(n, d)`` rows picked by ``index`` (``x.shape[:-1]``).
+        index: integer tensor or None.
+        dropout: the module's dropout (a stock ``nn.Dropout`` allows the fused fast path).
+        out: optional result tensor of ``x``'s shape and dtype (it may be ``x``).
+
+    Returns:
+        the result (``out`` when given). The fast path is bit-identical to the plain formula
+        in evaluation; in training its mask is drawn differently (see :func:`keep_mask`).
+    """
+    p = _dropout_p(dropout)
+    if p is None or _plain_add(x, table, p):
+        term = table if index is None else table[index]
+        summed = x + term if out is None else torch.add(x, term, out=out)
+        result: torch.Tensor = dropout(summed)
+        if out is not None and result is not out:
+            out.copy_(result)
+            return out
+        return result
+    if out is None and p == 0.0:
+        if index is None:
+            return x + table
+        if x.numel() * x.element_size() < FUSE_MIN_BYTES:  # in cache anyway
+            return x + table[index]
+    return add_dropout(x, table, p, index=index, out=out)
+
+
+def _embed_fusable(
+    tokens: torch.Tensor,
+    token: nn.Embedding,
+    segment: nn.Embedding | None,
+    segments: torch.Tensor | None,
+    position_dropout: nn.Module,
+) -> bool:
+    """The fused embedding sum computes the same values as the modules it bypasses: only when
+    those are the stock ones, no gradient is recorded and nothing is being traced."""
+    if not fast_paths_enabled() or torch.compiler.is_compiling():
+        return False
+    modules = [token] if segment is None else [token, segment]
+    if any(type(m) is not nn.Embedding or m.max_norm is not None for m in modules):
+        return False
+    weights = [m.weight for m in modules]
+    weight = weights[0]
+    return (
+        tokens.numel() * weight.shape[1] * weight.element_size() >= FUSE_MIN_BYTES
+        and _dropout_p(position_dropout) == 0.0
+        and not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+        and all(w.dtype == weight.dtype and w.device == tokens.device for w in weights)
+        and weight.device.type != "meta"
+        and (segments is None or segments.device == tokens.device)
+    )
+
+
+def embed(
+    tokens: torch.Tensor,
+    token: nn.Embedding,
+    scale: float | None,
+    table: torch.Tensor,
+    index: torch.Tensor | None,
+    position_dropout: nn.Module,
+    segment: nn.Embedding | None,
+    segments: torch.Tensor | None,
+    dropout: nn.Module,
+) -> torch.Tensor:
+    """``dropout(position_dropout(E[tokens]·scale + T) + S[segments])`` (``TransformerEmbedding``).
+
+    ``T`` is ``table`` or ``table[index]`` (as in :func:`add_encoding`); ``segments`` None
+    with a ``segment`` embedding means all zeros (row 0 is added without a gather). Fast path
+    (no gradient recorded, stock modules, eager): the gather, the scaling and the additions
+    fused block by block into the output, bit-identical to the plain formula.
+    """
+    if _embed_fusable(tokens, token, segment, segments, position_dropout):
+        weight = token.weight
+        terms: list[Term] = [Rows(weight, tokens), table if index is None else Rows(table, index)]
+        if segment is not None:
+            terms.append(segment.weight[0] if segments is None else Rows(segment.weight, segments))
+        out = torch.empty(
+            (*tokens.shape, weight.shape[1]), dtype=weight.dtype, device=weight.device
+        )
+        fused_sum(out, terms, first_scale=scale)
+        fused: torch.Tensor = dropout(out)
+        return fused
+    x = token(tokens)
+    if scale is not None:
+        x = x * scale
+    x = add_encoding(x, table, index, position_dropout)
+    if segment is not None:
+        x = x + (segment(segments) if segments is not None else segment.weight[0])
+    result: torch.Tensor = dropout(x)
+    return result

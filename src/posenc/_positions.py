@@ -23,9 +23,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import _show, check_int
+from ._checks import (
+    _show,
+    check_int,
+    check_position_magnitude,
+    check_positions,
+    is_length,
+)
 
 __all__ = [
+    "positions_array",
     "positions_from_cu_seqlens",
     "positions_from_mask",
     "positions_from_segments",
@@ -33,6 +40,26 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+
+
+def positions_array(positions: Any) -> npt.NDArray[Any]:
+    """Checked positions: an int L means 0..L-1; anything else is an array of positions.
+
+    Integer positions come back as int64 (exact), real ones as float64; every value must lie
+    within +-2**53 (where float64 holds integers exactly).
+
+    >>> positions_array(3)
+    array([0, 1, 2])
+    >>> positions_array([[1.5, -2]]).dtype
+    dtype('float64')
+    """
+    if is_length(positions):
+        length = check_int("positions", positions, minimum=0)
+        return np.arange(length, dtype=np.int64)
+    array = check_positions("positions", positions)
+    if array.size:  # .item(): exact Python ints for integer positions
+        check_position_magnitude("positions", array.min().item(), array.max().item())
+    return array
 
 
 def _as_sequence_array(name: str, value: Any, kinds: str) -> npt.NDArray[Any]:

@@ -2,7 +2,7 @@
 
 A convention is not a class of its own: it is a small record of three orthogonal choices,
 
-- ``schedule``: which frequencies ω_k are used (see :mod:`posenc.frequencies`);
+- ``schedule``: which frequencies ω_k are used (see :func:`posenc.frequencies`);
 - ``layout``: how sin(p·ω_k) and cos(p·ω_k) fill the ``d_model`` channels;
 - ``odd``: what an odd ``d_model`` does with its last channel.
 
@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["CONVENTIONS", "Convention", "get_convention"]
+__all__ = ["CONVENTIONS", "Convention", "ConventionName", "get_convention"]
+
+#: The names of the 1-D conventions (for type annotations).
+ConventionName = Literal["paper", "tensor2tensor", "marian"]
 
 Schedule = Literal["paper", "timescale"]
 Layout = Literal["interleaved", "sin_cos"]
@@ -50,7 +53,7 @@ class Convention:
         reproduces: the framework functions whose output this convention equals.
     """
 
-    name: str
+    name: ConventionName
     schedule: Schedule
     layout: Layout
     odd: OddRule

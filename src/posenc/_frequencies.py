@@ -1,0 +1,71 @@
+"""Frequency schedules ω_k of the sinusoidal encodings, in float64.
+
+Two schedules cover the 1-D conventions (``h = d_model // 2``):
+
+- ``paper``: ω_k = base^(-2k/d_model) for k = 0 .. ceil(d_model/2) - 1. The wavelengths
+  2π/ω_k run in a geometric progression from 2π towards base·2π.
+- ``timescale``: ω_k = base^(-k/max(h-1, 1)) for k = 0 .. h - 1 (tensor2tensor's
+  ``log_timescale_increment``); the last frequency is exactly 1/base.
+
+The exponent is formed as one correctly rounded division and raised with ``np.power`` in
+float64, so each ω_k is within about 1e-15 (relative) of the exact value; an angle p·ω_k is
+then exact to about p·2e-16, far below float32 resolution for every p < 10^7.
+
+Rotary embeddings (RoPE) use the ``paper`` schedule of their rotated dimension, transformed by
+the context-extension scalings of Hugging Face ``rope_parameters`` (see ``_rope_scaling``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._checks import check_base, check_int
+from ._conventions import get_convention
+
+__all__ = ["frequencies", "paper_schedule", "timescale_schedule"]
+
+
+def paper_schedule(d_model: int, base: float) -> npt.NDArray[np.float64]:
+    """ω_k = base^(-2k/d_model) for k = 0 .. ceil(d_model/2) - 1 (float64, no argument checks)."""
+    k = np.arange((d_model + 1) // 2, dtype=np.float64)
+    return np.power(base, -(2.0 * k) / d_model)
+
+
+def timescale_schedule(d_model: int, base: float) -> npt.NDArray[np.float64]:
+    """ω_k = base^(-k/max(h-1, 1)), h = d_model // 2 (float64, no argument checks)."""
+    half = d_model // 2
+    k = np.arange(half, dtype=np.float64)
+    return np.power(base, -k / max(half - 1, 1))
+
+
+_SCHEDULES = {"paper": paper_schedule, "timescale": timescale_schedule}
+
+
+def frequencies(
+    d_model: int, *, base: float = 10000.0, convention: Any = "paper"
+) -> npt.NDArray[np.float64]:
+    """The angular frequencies ω_k of a convention, as float64 of shape ``(n,)``.
+
+    ``n`` is ``ceil(d_model/2)`` for the ``paper`` and ``marian`` conventions and
+    ``d_model // 2`` for ``tensor2tensor``. Column ``k`` of the sin (and cos) part of the
+    table is ``sin(p * ω_k)`` (``cos(p * ω_k)``).
+
+    Args:
+        d_model: number of channels, an integer >= 1.
+        base: the wavelength base (10000 in the paper), a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+
+    Returns:
+        ``np.ndarray`` of float64, shape ``(n,)``, starting at ω_0 = 1.
+
+    >>> frequencies(8)
+    array([1.   , 0.1  , 0.01 , 0.001])
+    >>> frequencies(8, convention="tensor2tensor")
+    array([1.00000000e+00, 4.64158883e-02, 2.15443469e-03, 1.00000000e-04])
+    """
+    d_model = check_int("d_model", d_model, minimum=1)
+    base = check_base("base", base)
+    return _SCHEDULES[get_convention(convention).schedule](d_model, base)

@@ -1,0 +1,330 @@
+"""``RotaryEmbedding``: rotary position embeddings of queries and keys, in PyTorch.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``d`` = ``head_dim``, ``r`` =
+``rotary_dim``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._checks import check_base, check_int
+from .._features import PairLayout, check_pairs
+from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
+from .._rotary import resolve_rotary_dim
+from .._switches import fast_paths_enabled
+from ._cache import CachedTables
+from ._checks import add_offset, as_positions, check_offset, check_tensor
+from ._functional import largest_position_seq_len
+from ._kernels._rope import RopeTables, phasors, rotate
+from ._kernels._table import rope_cos_sin
+
+__all__ = ["RotaryEmbedding"]
+
+
+def _table_dtype(*dtypes: torch.dtype) -> torch.dtype:
+    """Tables are float64 for float64 inputs and float32 otherwise (never 16-bit)."""
+    return torch.float64 if torch.float64 in dtypes else torch.float32
+
+
+class RotaryEmbedding(CachedTables):
+    """Rotary position embedding of queries and keys, with the scalings of Hugging Face.
+
+    ``forward(q, k)`` rotates the first ``rotary_dim`` channels of each head of ``q`` and
+    ``k`` by the angles of their positions (:func:`posenc.rotary_cos_sin`) and returns them in
+    their own dtypes.
+
+    Args:
+        head_dim: channels per head ``d``, an integer >= 2.
+        base: the wavelength base (``rope_theta``), a finite number > 0.
+        pairs: ``"half"`` (Hugging Face / GPT-NeoX) or ``"interleaved"`` (Meta / torchtune /
+            rotary-embedding-torch); see ``posenc.PairLayout``.
+        scaling: ``None``, a dict of Hugging Face rope parameters or a
+            :class:`posenc.RopeScaling` (``linear``, ``dynamic``, ``yarn``,
+            ``llama3``, ``longrope``). An attention factor (YaRN, LongRoPE) multiplies the
+            rotated channels, as Hugging Face's cos/sin do.
+        rotary_dim: rotate only the first ``r`` channels (even, <= ``d``); default ``d``, or
+            ``int(d * partial_rotary_factor)`` from the scaling.
+        seq_dim: the sequence dimension of ``q``/``k``: ``-2`` for ``(b, h, s, d)`` (default),
+            ``1`` or ``-3`` for ``(b, s, h, d)``. Any dimension except the last works.
+        max_len: rows of the cos/sin cache to build in ``__init__``: an optimisation, not a
+            limit.
+        device: where the cache is built.
+
+    Shapes:
+        - ``q``, ``k``: floating tensors with the same number of dimensions (>= 2), the same
+          sequence length and ``d`` channels last; heads may differ (grouped-query attention).
+        - ``positions`` (optional): ``(s,)``, or ``(b, s)`` per batch element (``b`` =
+          ``q.shape[0]`` or 1, as Hugging Face ``position_ids``; the sequence not in
+          dimension 0). Integer or real values.
+        - ``offset``: int >= 0 added to the positions (tokens already in a KV cache).
+        - ``seq_len`` (optional): the length that ``dynamic`` and ``longrope`` select their
+          frequencies by; default the largest position + 1, Hugging Face's rule.
+
+    Precision: cos/sin come from float64 angles and are rounded once, to float32 (float64
+    for float64 inputs); the rotation runs in float32 and is rounded once to the input dtype,
+    so bfloat16/float16 inputs never meet 16-bit angles or tables. Speed: in eager mode each
+    of ``q`` and ``k`` is read once and written once (see :func:`apply_rotary`); for
+    interleaved pairs the cache also keeps ``cos + i·sin`` of its rows, built on first use.
+
+    Cache: cos/sin of positions ``0 .. n-1`` are non-persistent buffers ``cos_cached`` and
+    ``sin_cached`` under posenc's one cache policy (docs/architecture.md): grown to
+    ``max(needed, 2 n)`` rows when a call runs past them from inside; a far jump in
+    ``offset``, explicit ``positions``, ``dynamic`` scaling beyond its original length and
+    calls traced by ``torch.compile`` are computed on the fly from the float64 frequencies,
+    with identical values. ``longrope`` keeps the cache of the factor set in use (short or
+    long) and rebuilds it when the length crosses ``original_max_position_embeddings``. The
+    cache follows the inputs' device and table dtype; ``.to()``, ``.double()`` and
+    ``to_empty`` rebuild it from float64; several threads may share the module.
+
+    Data checks: as for ``SinusoidalPositionalEncoding`` (accelerator positions are not read;
+    unencodable ones give NaN rows). One exception: ``dynamic`` and ``longrope`` with
+    explicit ``positions`` and no ``seq_len`` read the largest position, as Hugging Face does
+    (a host synchronisation on an accelerator; pass ``seq_len=`` to avoid it).
+
+    Dynamic scaling: Hugging Face keeps the frequencies of the longest sequence seen until a
+    call is shorter than the original length; here they are always those of the current call
+    (identical on a fresh module and whenever lengths only grow).
+
+    >>> rope = RotaryEmbedding(8)
+    >>> q = torch.randn(2, 4, 5, 8)                 # (b, h, s, d)
+    >>> k = torch.randn(2, 1, 5, 8)                 # one key head (grouped-query attention)
+    >>> q_rot, k_rot = rope(q, k)
+    >>> q_rot.shape, k_rot.shape
+    (torch.Size([2, 4, 5, 8]), torch.Size([2, 1, 5, 8]))
+    >>> torch.allclose(q_rot.norm(dim=-1), q.norm(dim=-1))   # rotations keep norms
+    True
+    >>> step = rope(q[:, :, 4:], k[:, :, 4:], offset=4)[0]   # decoding with a KV cache
+    >>> torch.allclose(step, q_rot[:, :, 4:])
+    True
+    """
+
+    _table_names = ("cos_cached", "sin_cached")
+    cos_cached: torch.Tensor
+    sin_cached: torch.Tensor
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        pairs: PairLayout = "half",
+        scaling: Any = None,
+        rotary_dim: int | None = None,
+        seq_dim: int = -2,
+        max_len: int | None = None,
+        device: Any = None,
+    ) -> None:
+        super().__init__()
+        self.head_dim = check_int("head_dim", head_dim, minimum=2)
+        self.base = check_base("base", base)
+        self.pairs = check_pairs(pairs)
+        self.scaling: RopeScaling | None = rope_scaling(scaling)
+        self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
+        self.seq_dim = check_int("seq_dim", seq_dim)
+        if self.seq_dim == -1:
+            raise ValueError("seq_dim must not be -1: the last dimension holds the channels")
+        self.max_len = None if max_len is None else check_int("max_len", max_len, minimum=0)
+        # Plain CPU float64 tensors, not buffers: module casts must never touch them.
+        # Key 0: the frequencies without a length (all types; longrope's short factors);
+        # key 1: longrope's long factors.
+        self._freqs: dict[int, tuple[torch.Tensor, float]] = {0: self._frequencies(None)}
+        self._original = None if self.scaling is None else self.scaling.original_length
+        if self.scaling is not None and self.scaling.rope_type == "longrope":
+            self._freqs[1] = self._frequencies((self._original or 0) + 1)
+        device = torch.get_default_device() if device is None else torch.device(device)
+        self._init_tables(self.max_len or 0, torch.float32, device, key=0)
+
+    # -- tables -----------------------------------------------------------------------------
+
+    def _frequencies(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+        omega, attention = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
+        )
+        return torch.from_numpy(omega), attention
+
+    def _cache_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        return _table_dtype(dtype)
+
+    def _key(self, seq_len: Any) -> int | None:
+        """Which cached frequency set serves ``seq_len``; ``None``: none (dynamic, long)."""
+        if self.scaling is None or not self.scaling.depends_on_length:
+            return 0
+        longer = self._original is not None and seq_len > self._original
+        if self.scaling.rope_type == "longrope":
+            return 1 if longer else 0
+        return None if longer else 0
+
+    def _compute_rows(
+        self, key: Any, start: int, stop: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, ...]:
+        omega, attention = self._freqs[key]
+        positions = torch.arange(start, stop, device=device)
+        return rope_cos_sin(positions, omega, attention, self.pairs, dtype)
+
+    def _at(
+        self, positions: torch.Tensor, seq_len: Any, dtype: torch.dtype, checked: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        key = self._key(seq_len)
+        omega, attention = self._frequencies(seq_len) if key is None else self._freqs[key]
+        return rope_cos_sin(positions, omega, attention, self.pairs, dtype, checked=checked)
+
+    def _range(
+        self, start: int, stop: int, seq_len: Any, dtype: torch.dtype, device: torch.device
+    ) -> RopeTables:
+        """cos/sin (and, from the cache, interleaved phasors) of positions ``start .. stop-1``."""
+        key = self._key(seq_len)
+        if key is None:
+            return RopeTables(
+                *self._at(torch.arange(start, stop, device=device), seq_len, dtype, True)
+            )
+        (cos, sin), snapshot = self._cached_rows(start, stop, dtype, device, key=key)
+        if snapshot is None or self.pairs != "interleaved" or not fast_paths_enabled():
+            return RopeTables(cos, sin)
+        table = snapshot.derived.get("phasors")
+        if table is None:  # built on first use, for this snapshot only
+            with torch.inference_mode(False), torch.no_grad():
+                table = snapshot.derived.setdefault("phasors", phasors(*snapshot.tables))
+        return RopeTables(cos, sin, table[start:stop])
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _seq_axis(self, x: torch.Tensor) -> int:
+        """The sequence dimension of ``x`` as a negative index (at most -2)."""
+        axis = self.seq_dim if self.seq_dim < 0 else self.seq_dim - x.dim()
+        if not -x.dim() <= axis <= -2:
+            raise ValueError(
+                f"seq_dim = {self.seq_dim} is not a dimension before the last of a "
+                f"{x.dim()}-D input of shape {tuple(x.shape)}"
+            )
+        return axis
+
+    def _check_inputs(self, tensors: dict[str, Any]) -> int:
+        """Check q/k (or x); return the sequence axis (negative)."""
+        for name, x in tensors.items():
+            check_tensor(name, x)
+            if x.dim() < 2 or x.shape[-1] != self.head_dim:
+                raise ValueError(
+                    f"{name} must have shape (..., s, d) with d = head_dim = {self.head_dim} "
+                    f"channels last, got shape {tuple(x.shape)}"
+                )
+        first, *rest = tensors.values()
+        axis = self._seq_axis(first)
+        for x in rest:
+            if x.dim() != first.dim() or x.shape[axis] != first.shape[axis]:
+                raise ValueError(
+                    "q and k must have the same number of dimensions and the same sequence "
+                    f"length (dimension {self.seq_dim}), got shapes {tuple(first.shape)} "
+                    f"and {tuple(x.shape)}"
+                )
+        return axis
+
+    def _explicit_positions(
+        self, x: torch.Tensor, axis: int, positions: Any
+    ) -> tuple[torch.Tensor, bool, bool]:
+        """Checked positions for ``x``: the tensor, whether its values were checked, and
+        whether it is per batch element (``(b, s)`` / ``(1, s)``)."""
+        length = x.shape[axis]
+        pos, checked = as_positions("positions", positions, x.device)
+        per_batch = (
+            x.dim() + axis > 0
+            and pos.dim() == 2
+            and pos.shape[1] == length
+            and pos.shape[0] in (1, x.shape[0])
+        )
+        if tuple(pos.shape) != (length,) and not per_batch:
+            allowed = f"(s,) = ({length},)"
+            if x.dim() + axis > 0:
+                allowed += f" or (b, s) = ({x.shape[0]}, {length}) or (1, {length})"
+            raise ValueError(
+                f"positions must have shape {allowed} for inputs of shape {tuple(x.shape)}, "
+                f"got {tuple(pos.shape)}"
+            )
+        return pos.to(x.device), checked, per_batch
+
+    def _tables_for(
+        self,
+        x: torch.Tensor,
+        axis: int,
+        dtype: torch.dtype,
+        positions: Any,
+        offset: Any,
+        seq_len: Any,
+    ) -> RopeTables:
+        """cos/sin (and phasors) shaped to broadcast against ``x`` (seq at ``axis``, r last)."""
+        if seq_len is not None and not isinstance(seq_len, torch.SymInt):
+            seq_len = check_int("seq_len", seq_len, minimum=0)
+        length = x.shape[axis]
+        shape = [1] * x.dim()
+        shape[axis], shape[-1] = length, self.rotary_dim
+        if positions is None:
+            offset = check_offset(offset, length)
+            stop = offset + length
+            tables = self._range(
+                offset, stop, stop if seq_len is None else seq_len, dtype, x.device
+            )
+        else:
+            pos, checked, per_batch = self._explicit_positions(x, axis, positions)
+            pos = add_offset(pos, check_offset(offset))
+            if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
+                seq_len = largest_position_seq_len(pos)
+            tables = RopeTables(*self._at(pos, seq_len, dtype, checked))
+            if per_batch:
+                shape[0] = pos.shape[0]
+        half = tables.phasors
+        return RopeTables(
+            tables.cos.view(shape),
+            tables.sin.view(shape),
+            None if half is None else half.view(*shape[:-1], -1),
+        )
+
+    # -- API --------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        positions: Any = None,
+        offset: int = 0,
+        seq_len: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate queries and keys; see the class docstring for shapes.
+
+        Args:
+            q, k: ``(b, h, s, d)`` (``seq_dim=-2``) or ``(b, s, h, d)`` (``seq_dim=1``) or
+                any shape with the sequence at ``seq_dim`` and ``d`` last; floating point.
+            positions: optional explicit positions ``(s,)``, ``(b, s)`` or ``(1, s)``.
+            offset: int >= 0 added to the positions (default positions ``0 .. s-1``).
+            seq_len: the length ``dynamic``/``longrope`` scalings select frequencies by.
+
+        Returns:
+            ``(q_rot, k_rot)`` with the shapes and dtypes of ``q`` and ``k``.
+        """
+        axis = self._check_inputs({"q": q, "k": k})
+        dtype = _table_dtype(q.dtype, k.dtype)
+        tables = self._tables_for(q, axis, dtype, positions, offset, seq_len)
+        q_rot, k_rot = rotate((q, k), tables, self.pairs)
+        return q_rot, k_rot
+
+    def rotate(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: Any = None,
+        offset: int = 0,
+        seq_len: int | None = None,
+    ) -> torch.Tensor:
+        """Rotate one tensor (queries or keys alone); arguments as in :meth:`forward`."""
+        axis = self._check_inputs({"x": x})
+        tables = self._tables_for(x, axis, _table_dtype(x.dtype), positions, offset, seq_len)
+        return rotate((x,), tables, self.pairs)[0]
+
+    def extra_repr(self) -> str:
+        text = (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, pairs={self.pairs!r}, "
+            f"base={self.base}, seq_dim={self.seq_dim}"
+        )
+        return text if self.scaling is None else f"{text}, scaling={self.scaling!r}"
