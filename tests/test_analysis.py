@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 import posenc
 from posenc import analysis
 from posenc.analysis import (
+    _recipes,
+    _rounding,
     check_shift,
     distinct_rows,
     float32_recipe,
@@ -310,18 +312,18 @@ def test_round_bfloat16_matches_enumeration() -> None:
             [0.0, -0.0, 2.0**-133, 2.0**-134, 3 * 2.0**-135, 1e-300, 3.4e38, 3.3961e38],
         ]
     )
-    ours = analysis._round_bfloat16(xs)
+    ours = _rounding._round_bfloat16(xs)
     expected = np.array([_bfloat16_by_enumeration(float(x)) for x in xs])
     np.testing.assert_array_equal(ours, expected)
-    assert np.all(analysis._round_bfloat16([np.inf, -np.inf]) == [np.inf, -np.inf])
-    assert np.isnan(analysis._round_bfloat16([np.nan])[0])
+    assert np.all(_rounding._round_bfloat16([np.inf, -np.inf]) == [np.inf, -np.inf])
+    assert np.isnan(_rounding._round_bfloat16([np.nan])[0])
 
 
 def test_round_bfloat16_matches_torch_from_float32() -> None:
     torch = pytest.importorskip("torch", reason="torch compares bfloat16 rounding")
     x = np.random.default_rng(2).standard_normal(10_000).astype(np.float32) * 3
     theirs = torch.from_numpy(x).to(torch.bfloat16).to(torch.float64).numpy()
-    np.testing.assert_array_equal(analysis._round_bfloat16(x), theirs)
+    np.testing.assert_array_equal(_rounding._round_bfloat16(x), theirs)
 
 
 def _brute_force_distinct(rows: np.ndarray) -> tuple[int, tuple[int, int] | None]:
@@ -353,7 +355,7 @@ def test_distinct_rows_matches_brute_force(
     rounded = (
         np.array([[_bfloat16_by_enumeration(v) for v in row] for row in exact])
         if dtype == "bfloat16" and d_model < 100
-        else analysis._round_bfloat16(exact)
+        else _rounding._round_bfloat16(exact)
         if dtype == "bfloat16"
         else exact.astype(dtype)
     )
@@ -418,7 +420,7 @@ def test_reference_is_far_more_accurate_than_float32(convention: str) -> None:
     positions = np.array([9_999_999, 9_999_000, 7_654_321, 12_345])
     d_model = 12
     exact = _mp_table(positions, d_model, 10000.0, convention)
-    ours = analysis._reference_table(positions, d_model, 10000.0, convention)
+    ours = _recipes._reference_table(positions, d_model, 10000.0, convention)
     wider = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
     bound = 1e-11 if wider else 5e-9  # documented: far below float32's 3e-8
     assert np.abs(ours - exact).max() < bound
@@ -493,7 +495,7 @@ def test_float32_recipe_is_seed000s_and_fairseqs() -> None:
 def test_exponents_reproduce_every_schedule() -> None:
     for convention in CONVENTIONS:
         for d_model in range(1, 70):
-            nums, den = analysis._exponents(d_model, convention)
+            nums, den = _recipes._exponents(d_model, convention)
             for base in (2.0, 10000.0):
                 np.testing.assert_allclose(
                     np.power(base, -nums / den), _omega(d_model, base, convention), rtol=1e-14

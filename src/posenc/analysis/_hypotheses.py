@@ -1,0 +1,90 @@
+"""The table families :func:`identify` tries: one per registered convention, and the bug."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..conventions import CONVENTIONS
+from ..sinusoidal import feature_slices, sinusoidal
+from ._recipes import SEED001_BUG, _exponents, seed001_table
+from ._results import _F64
+
+
+def _conventions() -> tuple[str, ...]:
+    """Every registered convention, in registry order."""
+    return tuple(CONVENTIONS)
+
+
+@dataclass(frozen=True, eq=False)
+class _Hypothesis:
+    """A table family: which channels hold sin/cos of which exponent e (ω = base^-e)."""
+
+    convention: str
+    bug: str | None
+    d_model: int
+    pair_sin: npt.NDArray[np.intp]
+    pair_cos: npt.NDArray[np.intp]
+    pair_exp: _F64
+    lone: npt.NDArray[np.intp]
+    lone_is_cos: npt.NDArray[np.bool_]
+    lone_exp: _F64
+    zero: npt.NDArray[np.intp]
+
+    @property
+    def base_matters(self) -> bool:
+        return bool(np.any(self.pair_exp > 0) or np.any(self.lone_exp > 0))
+
+    @property
+    def informative(self) -> bool:
+        return bool(self.pair_sin.size or self.lone.size)
+
+    def build(self, positions: npt.NDArray[Any], base: float | None) -> _F64:
+        b = 10000.0 if base is None else base
+        if self.bug is not None:
+            return seed001_table(positions, self.d_model, base=b, dtype=np.float64)
+        return sinusoidal(
+            positions, self.d_model, base=b, convention=self.convention, dtype=np.float64
+        )
+
+
+def _hypotheses(d_model: int) -> tuple[list[_Hypothesis], _Hypothesis]:
+    """One hypothesis per registered convention, and seed 001's bug."""
+    channels = np.arange(d_model)
+    out = []
+    for name in _conventions():
+        nums, den = _exponents(d_model, name)
+        exps = nums.astype(np.float64) / den
+        layout = feature_slices(d_model, name)
+        sin_idx, cos_idx = channels[layout.sin], channels[layout.cos]
+        out.append(
+            _Hypothesis(
+                convention=name,
+                bug=None,
+                d_model=d_model,
+                pair_sin=sin_idx[: layout.n_cos],
+                pair_cos=cos_idx,
+                pair_exp=exps[: layout.n_cos],
+                lone=sin_idx[layout.n_cos :],
+                lone_is_cos=np.zeros(layout.n_sin - layout.n_cos, dtype=bool),
+                lone_exp=exps[layout.n_cos : layout.n_sin],
+                zero=channels[layout.zero],
+            )
+        )
+    empty = np.zeros(0, dtype=np.intp)
+    bug = _Hypothesis(
+        convention="paper",
+        bug=SEED001_BUG,
+        d_model=d_model,
+        pair_sin=empty,
+        pair_cos=empty,
+        pair_exp=np.zeros(0),
+        lone=channels,
+        lone_is_cos=channels % 2 == 1,
+        lone_exp=channels / d_model,
+        zero=empty,
+    )
+    return out, bug
