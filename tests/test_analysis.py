@@ -28,8 +28,8 @@ from posenc.analysis import (
     distinct_rows,
     float32_recipe,
     identify,
+    odd_exponent_table,
     precision_report,
-    seed001_table,
     shift_matrix,
     similarity,
     wavelengths,
@@ -50,12 +50,12 @@ def _unpaired(d: int, convention: str) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 001
+# the odd-exponent cosine bug
 # ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("d_model", [1, 2, 5, 8])
-def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
+def test_odd_exponent_table_is_the_odd_exponent_formula(d_model: int) -> None:
     base = 500.0
     expected = np.array(
         [
@@ -68,7 +68,7 @@ def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
             for p in range(12)
         ]
     )
-    table = seed001_table(12, d_model, base=base, dtype=np.float64)
+    table = odd_exponent_table(12, d_model, base=base, dtype=np.float64)
     np.testing.assert_allclose(table, expected, rtol=0, atol=1e-15)
     # its sine columns are the paper's, its cosines are not
     paper = posenc.sinusoidal(12, d_model, base=base, dtype=np.float64)
@@ -77,17 +77,17 @@ def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
         assert np.abs(table[:, 1::2] - paper[:, 1::2]).max() > 0.1
 
 
-def test_seed001_table_positions_and_dtype() -> None:
-    out = seed001_table([[0, 3], [7, 9]], 6)
+def test_odd_exponent_table_positions_and_dtype() -> None:
+    out = odd_exponent_table([[0, 3], [7, 9]], 6)
     assert out.shape == (2, 2, 6)
     assert out.dtype == np.float32
-    flat = seed001_table(10, 6, dtype=np.float64)
+    flat = odd_exponent_table(10, 6, dtype=np.float64)
     np.testing.assert_allclose(out[1, 0], flat[7], rtol=0, atol=6e-8)
-    assert seed001_table(4, 6, dtype=np.float16).dtype == np.float16
+    assert odd_exponent_table(4, 6, dtype=np.float16).dtype == np.float16
     with pytest.raises(ValueError, match="d_model"):
-        seed001_table(4, 0)
+        odd_exponent_table(4, 0)
     with pytest.raises(TypeError, match="dtype"):
-        seed001_table(4, 4, dtype=np.int32)
+        odd_exponent_table(4, 4, dtype=np.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,9 +214,9 @@ def test_check_shift_on_correct_and_buggy_tables(convention: str, d_model: int) 
     assert check_shift(t64, 1, base=20000.0, convention=convention) > 1e-3
 
 
-def test_check_shift_large_for_seed001_and_argument_errors() -> None:
-    assert check_shift(seed001_table(64, 8, dtype=np.float64), 1) > 0.5
-    assert check_shift(seed001_table(64, 512), 3) > 0.5
+def test_check_shift_large_for_odd_exponent_bug_and_argument_errors() -> None:
+    assert check_shift(odd_exponent_table(64, 8, dtype=np.float64), 1) > 0.5
+    assert check_shift(odd_exponent_table(64, 512), 3) > 0.5
     table = posenc.sinusoidal(10, 8)
     with pytest.raises(ValueError, match="k must satisfy"):
         check_shift(table, 10)
@@ -465,17 +465,18 @@ def test_precision_report_low_precision_dtypes() -> None:
         precision_report(100, 1, convention="tensor2tensor")
 
 
-def test_float32_recipe_is_seed000s_and_fairseqs() -> None:
-    # Seed 000's recipe, re-typed in NumPy float32 step by step as the seed writes it in torch.
+def test_float32_recipe_is_the_pytorch_tutorials_and_fairseqs() -> None:
+    # The PyTorch tutorial recipe, re-typed in NumPy float32 step by step as it is written in
+    # torch.
     positions = np.array([0, 1, 17, 999, 65_537, 999_999])
     for d_model in (8, 9, 512):
         f32 = np.float32
         div = np.exp(np.arange(0, d_model, 2, dtype=f32) * f32(-math.log(10000.0) / d_model))
         angles = positions.astype(f32)[:, None] * div
-        seed000 = np.zeros((len(positions), d_model), dtype=f32)
-        seed000[:, 0::2] = np.sin(angles)
-        seed000[:, 1::2] = np.cos(angles[:, : d_model // 2])
-        np.testing.assert_array_equal(float32_recipe(positions, d_model), seed000)
+        tutorial = np.zeros((len(positions), d_model), dtype=f32)
+        tutorial[:, 0::2] = np.sin(angles)
+        tutorial[:, 1::2] = np.cos(angles[:, : d_model // 2])
+        np.testing.assert_array_equal(float32_recipe(positions, d_model), tutorial)
     torch = pytest.importorskip("torch", reason="fairseq's float32 recipe is written in torch")
     half = 256
     emb = math.log(10000) / (half - 1)
@@ -529,7 +530,7 @@ def _residual(table: np.ndarray, c: analysis.Candidate) -> float:
     start = 0 if c.offset is None else c.offset
     base = 10000.0 if c.base is None else c.base
     positions = np.arange(start, start + table.shape[0])
-    build = seed001_table if c.bug else posenc.sinusoidal
+    build = odd_exponent_table if c.bug else posenc.sinusoidal
     kwargs = {} if c.bug else {"convention": c.convention}
     ref = build(positions, table.shape[1], base=base, dtype=np.float64, **kwargs)
     return float(np.abs(ref - table.astype(np.float64)).max())
@@ -638,15 +639,15 @@ def test_identify_finds_a_non_round_base_and_uses_given_bases() -> None:
 
 @pytest.mark.parametrize(("base", "offset", "dtype"), [(1e4, 0, np.float32), (5e5, 2, np.float16),
                                                        (100.0, 1000, np.float64)])  # fmt: skip
-def test_identify_recognises_seed001_bug(base: float, offset: int, dtype: type) -> None:
-    table = seed001_table(np.arange(offset, offset + 64), 16, base=base, dtype=dtype)
+def test_identify_recognises_the_odd_exponent_bug(base: float, offset: int, dtype: type) -> None:
+    table = odd_exponent_table(np.arange(offset, offset + 64), 16, base=base, dtype=dtype)
     r = identify(table)
     assert not r.matched  # no convention reproduces it
-    assert r.bug == "seed-001 odd-exponent cosine"
+    assert r.bug == "odd-exponent cosine" == analysis.ODD_EXPONENT_BUG
     assert (r.convention, r.base, r.offset) == (None, base, offset)
     assert r.residual <= r.tolerance
     assert r.candidates[0].bug == r.bug
-    assert "seed-001 odd-exponent cosine bug" in r.message
+    assert "odd-exponent cosine bug" in r.message
     assert "sine columns match the paper table" in r.message
     assert "base^((2i+1)/d)" in r.message
 

@@ -30,7 +30,7 @@ def test_demo_prints_every_section_and_writes_the_figures(
     assert "cosine similarity" in out
     assert "Distinct positions" in out
     assert "odd exponents" in out
-    assert "seed-001 odd-exponent cosine" in out  # identify recognised the bug
+    assert "odd-exponent cosine bug" in out  # identify recognised the bug
     for stem in demo.FIGURES:
         path = out_dir / f"{stem}.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path

@@ -9,8 +9,8 @@ Each function turns one claim about the sinusoidal encoding into a number that c
 - **Relative positions are linear maps** (:func:`shift_matrix`, :func:`check_shift`). For a
   fixed shift ``k`` there is one matrix M_k with PE[p+k] = M_k PE[p] for every position p:
   each (sin, cos) pair is turned by the angle k·ω_k, a 2x2 rotation. M_k is orthogonal and
-  M_j M_k = M_(j+k). A table whose cosine does not share its sine's frequency (seed 001's
-  odd-exponent bug, :func:`seed001_table`) has no such map.
+  M_j M_k = M_(j+k). A table whose cosine does not share its sine's frequency (the
+  odd-exponent cosine bug found in tutorial code, :func:`odd_exponent_table`) has no such map.
 - **Nearby positions look alike** (:func:`similarity`). Since sin a·sin b + cos a·cos b =
   cos(a-b), the dot product of two rows is Σ_k cos((p-q)·ω_k) (plus one sin·sin term when
   an odd d_model leaves a sine unpaired): it depends only on the distance p-q, equals the
@@ -18,10 +18,11 @@ Each function turns one claim about the sinusoidal encoding into a number that c
 - **How many positions a dtype can tell apart** (:func:`distinct_rows`). Rounded to float16 or
   bfloat16, distinct positions eventually share identical rows; this counts them exactly.
 - **How accurate a table is** (:func:`precision_report`). Max error against a wider-precision
-  reference of posenc's table, of the usual float32 recipe (:func:`float32_recipe`) and of the
-  recipe carried out entirely in a low-precision dtype.
+  reference of posenc's table, of the PyTorch tutorial recipe (angles in float32,
+  :func:`float32_recipe`) and of the recipe carried out entirely in a low-precision dtype.
 - **Which convention produced a table** (:func:`identify`). Given a table, e.g. from a
-  checkpoint, recover its convention, base and first position, or recognise seed 001's bug.
+  checkpoint, recover its convention, base and first position, or recognise the odd-exponent
+  cosine bug.
 
 Everything is NumPy and float64 (the reference of :func:`precision_report` uses
 ``np.longdouble`` where it is wider). Results are small frozen dataclasses whose ``as_dict()``
@@ -39,7 +40,7 @@ from ._identify import MAX_OFFSET, identify
 from ._phases import DEFAULT_BASES
 from ._precision import precision_report
 from ._properties import check_shift, distinct_rows, shift_matrix, similarity, wavelengths
-from ._recipes import SEED001_BUG, float32_recipe, seed001_table
+from ._recipes import ODD_EXPONENT_BUG, float32_recipe, odd_exponent_table
 from ._results import (
     Candidate,
     DistinctRows,
@@ -53,7 +54,7 @@ from ._results import (
 __all__ = [
     "DEFAULT_BASES",
     "MAX_OFFSET",
-    "SEED001_BUG",
+    "ODD_EXPONENT_BUG",
     "Candidate",
     "DistinctRows",
     "Identification",
@@ -65,8 +66,8 @@ __all__ = [
     "distinct_rows",
     "float32_recipe",
     "identify",
+    "odd_exponent_table",
     "precision_report",
-    "seed001_table",
     "shift_matrix",
     "similarity",
     "wavelengths",

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from ._recipes import SEED001_BUG
 from ._results import _F64, Candidate, Identification
 from ._search import Search, _sample_rows, _Scored
 
@@ -146,8 +145,8 @@ def _message(
     if best.hyp.bug is not None:
         where = _describe(answer._replace(bug=None), length)[len("paper (") : -1]
         message = (
-            f"no convention fits: this is seed 001's table ({SEED001_BUG} bug): "
-            f"the sine columns match the paper table "
+            f"no convention fits: this is a table with the {best.hyp.bug} bug (a bug found in "
+            "tutorial code): the sine columns match the paper table "
             f"({where}) but the cosine columns use base^((2i+1)/d) instead of base^(2i/d) "
             f"(max residual {best.residual:.2g}, {within})"
         )

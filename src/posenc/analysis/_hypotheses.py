@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from ..conventions import CONVENTIONS
 from ..sinusoidal import feature_slices, sinusoidal
-from ._recipes import SEED001_BUG, _exponents, seed001_table
+from ._recipes import ODD_EXPONENT_BUG, _exponents, odd_exponent_table
 from ._results import _F64
 
 
@@ -45,14 +45,14 @@ class _Hypothesis:
     def build(self, positions: npt.NDArray[Any], base: float | None) -> _F64:
         b = 10000.0 if base is None else base
         if self.bug is not None:
-            return seed001_table(positions, self.d_model, base=b, dtype=np.float64)
+            return odd_exponent_table(positions, self.d_model, base=b, dtype=np.float64)
         return sinusoidal(
             positions, self.d_model, base=b, convention=self.convention, dtype=np.float64
         )
 
 
 def _hypotheses(d_model: int) -> tuple[list[_Hypothesis], _Hypothesis]:
-    """One hypothesis per registered convention, and seed 001's bug."""
+    """One hypothesis per registered convention, and the odd-exponent cosine bug."""
     channels = np.arange(d_model)
     out = []
     for name in _conventions():
@@ -77,7 +77,7 @@ def _hypotheses(d_model: int) -> tuple[list[_Hypothesis], _Hypothesis]:
     empty = np.zeros(0, dtype=np.intp)
     bug = _Hypothesis(
         convention="paper",
-        bug=SEED001_BUG,
+        bug=ODD_EXPONENT_BUG,
         d_model=d_model,
         pair_sin=empty,
         pair_cos=empty,

@@ -70,7 +70,7 @@ def identify(
     The rows of ``table`` must be consecutive integer positions ``p0, p0+1, ...`` with
     ``0 <= p0 < max_offset`` (e.g. 2 for fairseq-style tables whose first rows are padding).
     The base does not need to be known. For each registered convention (and, only when none
-    fits, for seed 001's odd-exponent cosine bug):
+    fits, for the odd-exponent cosine bug of :func:`odd_exponent_table`):
 
     1. the base is estimated from the data: the angle atan2(sin, cos) of each column pair
        advances by ω_k = base^(-e_k) per row (lone columns: v[r-1] + v[r+1] = 2cos(ω)v[r]);
@@ -95,12 +95,13 @@ def identify(
     two bases decides and equally round ones are ambiguous (d_model = 4: tensor2tensor 100 =
     marian 10^4); a float16 table with few channels may not separate nearby bases.
 
-    Not matched: seed 001's table (then ``bug`` names it, and ``base`` and ``offset`` are
-    those of its sine columns), a scaled table (it is not a sinusoidal table), noise, an
-    all-zero table (except tensor2tensor with d_model = 1, which is all zeros), a table with
-    NaN or inf. A table given transposed, ``(d_model, L)``, is tried as ``table.T`` when it
-    does not match as given (``transposed`` is then True). bfloat16 tables (not a NumPy
-    dtype) should be passed as float32 with a ``tolerance`` of about 2^-8.
+    Not matched: a table with the odd-exponent cosine bug (then ``bug`` names it, and
+    ``base`` and ``offset`` are those of its sine columns), a scaled table (it is not a
+    sinusoidal table), noise, an all-zero table (except tensor2tensor with d_model = 1, which
+    is all zeros), a table with NaN or inf. A table given transposed, ``(d_model, L)``, is
+    tried as ``table.T`` when it does not match as given (``transposed`` is then True).
+    bfloat16 tables (not a NumPy dtype) should be passed as float32 with a ``tolerance`` of
+    about 2^-8.
 
     Args:
         table: 2-D array ``(L, d_model)`` of real numbers, any dtype (float16 too).
@@ -119,13 +120,13 @@ def identify(
         ValueError: ``table`` is not 2-D or is empty. TypeError: it is not numeric.
 
     >>> from posenc import sinusoidal
-    >>> from posenc.analysis import seed001_table
+    >>> from posenc.analysis import odd_exponent_table
     >>> r = identify(sinusoidal(np.arange(2, 50), 16, convention="tensor2tensor"))
     >>> r.matched, r.convention, r.base, r.offset, r.bug
     (True, 'tensor2tensor', 10000.0, 2, None)
-    >>> r = identify(seed001_table(10, 8))
+    >>> r = identify(odd_exponent_table(10, 8))
     >>> r.matched, r.bug, r.base, r.offset
-    (False, 'seed-001 odd-exponent cosine', 10000.0, 0)
+    (False, 'odd-exponent cosine', 10000.0, 0)
     >>> identify(2 * sinusoidal(20, 8)).matched
     False
     """

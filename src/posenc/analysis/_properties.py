@@ -194,9 +194,9 @@ def check_shift(table: Any, k: int, *, base: float = 10000.0, convention: Any = 
 
     Rows of ``table`` are consecutive positions (any offset). A correct table gives the
     rounding level of its dtype (about 1e-7 for float32, 1e-15 for float64); a table whose
-    cosine does not share its sine's frequency (:func:`seed001_table`) gives O(1). For an odd
-    ``d_model`` with an unpaired sine column (paper, marian) that column is left out, since
-    no exact linear map exists for it (see :func:`shift_matrix`).
+    cosine does not share its sine's frequency (:func:`odd_exponent_table`) gives O(1). For
+    an odd ``d_model`` with an unpaired sine column (paper, marian) that column is left out,
+    since no exact linear map exists for it (see :func:`shift_matrix`).
 
     Args:
         table: 2-D array ``(L, d_model)`` of any real dtype.
@@ -206,8 +206,8 @@ def check_shift(table: Any, k: int, *, base: float = 10000.0, convention: Any = 
     Returns:
         The max absolute difference, a Python float.
 
-    >>> from posenc.analysis import seed001_table
-    >>> float(check_shift(seed001_table(32, 8, dtype=np.float64), 1)) > 0.1
+    >>> from posenc.analysis import odd_exponent_table
+    >>> float(check_shift(odd_exponent_table(32, 8, dtype=np.float64), 1)) > 0.1
     True
     """
     array = _as_table("table", table)

@@ -2,7 +2,8 @@
 
 - :func:`float32_recipe` (and :func:`_recipe`, the same in any dtype): the PyTorch tutorial
   recipe, every operation in float32;
-- :func:`seed001_table`: seed 001's table, whose cosine columns use the odd exponent (a bug);
+- :func:`odd_exponent_table`: a common tutorial implementation whose cosine columns use the
+  odd exponent (a bug);
 - :func:`_reference_table`: the table in ``np.longdouble``, the reference of
   :func:`precision_report`, from the exact rational exponents of a schedule
   (:func:`_exponents`).
@@ -25,8 +26,8 @@ from ..sinusoidal import feature_slices, fill_features, positions_array
 from ._results import _F64
 from ._rounding import _round_bfloat16
 
-#: The label :func:`identify` gives to seed 001's table.
-SEED001_BUG = "seed-001 odd-exponent cosine"
+#: The label :func:`identify` gives to a table with the bug of :func:`odd_exponent_table`.
+ODD_EXPONENT_BUG = "odd-exponent cosine"
 
 
 def _exponents(d_model: int, convention: Any) -> tuple[npt.NDArray[np.int64], int]:
@@ -63,15 +64,17 @@ def _exponents_cached(d_model: int, name: str) -> tuple[npt.NDArray[np.int64], i
     return nums, den
 
 
-def seed001_table(
+def odd_exponent_table(
     positions: Any, d_model: int, *, base: float = 10000.0, dtype: Any = np.float32
 ) -> npt.NDArray[Any]:
-    """Seed 001's table, with its odd-exponent cosine bug, computed in float64.
+    """A table with the odd-exponent cosine bug, computed in float64.
 
-    The sine columns are the paper's, ``PE[p, 2i] = sin(p / base^(2i/d))``, but the cosine
-    columns use the *odd* exponent, ``PE[p, 2i+1] = cos(p / base^((2i+1)/d))``, instead of the
-    paper's ``base^(2i/d)``. It is a bug, not a convention: the cosine of a pair no longer
-    shares the frequency of its sine, so no rotation maps ``PE[p]`` to ``PE[p+k]``.
+    The bug was found in tutorial code: the sine columns are the paper's,
+    ``PE[p, 2i] = sin(p / base^(2i/d))``, but the cosine columns use the *odd* exponent,
+    ``PE[p, 2i+1] = cos(p / base^((2i+1)/d))``, instead of the paper's ``base^(2i/d)``. It is
+    a bug, not a convention: the cosine of a pair no longer shares the frequency of its sine,
+    so no rotation maps ``PE[p]`` to ``PE[p+k]``. :func:`identify` recognises such a table
+    (``bug`` is then :data:`ODD_EXPONENT_BUG`).
 
     Args:
         positions: an int ``L`` (positions ``0 .. L-1``) or an array-like of positions of any
@@ -83,7 +86,7 @@ def seed001_table(
     Returns:
         ``np.ndarray`` of shape ``(L, d_model)`` or ``(*S, d_model)`` and the given dtype.
 
-    >>> seed001_table(2, 4, dtype=np.float64)[1].round(4)
+    >>> odd_exponent_table(2, 4, dtype=np.float64)[1].round(4)
     array([0.8415, 0.995 , 0.01  , 1.    ])
     """
     d_model = check_int("d_model", d_model, minimum=1)
@@ -144,7 +147,7 @@ def _recipe(
 def float32_recipe(
     positions: Any, d_model: int, *, base: float = 10000.0, convention: Any = "paper"
 ) -> npt.NDArray[np.float32]:
-    """The table as the PyTorch tutorial (and seed 000) builds it: everything in float32.
+    """The PyTorch tutorial recipe (angles in float32): the table with everything in float32.
 
     ``div = exp(arange(0, d, 2) * -(log(base)/d))`` and ``angles = float32(pos) * div`` are
     float32, then ``sin``/``cos`` in float32 (fairseq's ``arange(h) * -(log(base)/(h-1))`` for

@@ -172,7 +172,8 @@ class Candidate(NamedTuple):
 
     ``base`` is None when the base has no effect on such a table (d_model <= 2, or
     tensor2tensor with d_model = 3), ``offset`` is None when nothing depends on it (an all-zero
-    table); ``bug`` names a known bug (seed 001) instead of a convention's table.
+    table); ``bug`` names a known bug (:data:`ODD_EXPONENT_BUG`) instead of a convention's
+    table.
     """
 
     convention: str
@@ -199,7 +200,8 @@ class Identification(_Result):
             recognised bug, ``convention`` is None and ``base``/``offset`` describe the buggy
             table.
         residual: max |table - candidate| of the answer (of the closest candidate otherwise).
-        bug: ``"seed-001 odd-exponent cosine"`` when the table is seed 001's, else None.
+        bug: :data:`ODD_EXPONENT_BUG` (``"odd-exponent cosine"``) when the table has that
+            bug, else None.
         message: one sentence saying what was found.
         candidates: the closest hypotheses tried (at most 6), best first.
         ambiguous: several answers fit equally well, or a field could not be determined.

@@ -174,7 +174,7 @@ class Search(_Result):
 def search(
     table: _F64, unit: float, given: list[float], tolerance: float | None, max_offset: int
 ) -> Search:
-    """Score every registered convention on ``table``; seed 001's bug only if none fits.
+    """Score every registered convention on ``table``; the odd-exponent bug only if none fits.
 
     ``unit`` is the rounding unit of the table's dtype (:func:`_unit_roundoff`), ``given``
     the bases to prefer, ``tolerance`` the residual allowed (None: :func:`_tolerances`) and
@@ -200,5 +200,5 @@ def search(
                 continue
             scored += _score_hypothesis(table, hyp, given, tolerance, unit, max_offset)
         if any(s.fits for s in scored):
-            break  # a convention fits: seed 001's bug is only considered when none does
+            break  # a convention fits: the odd-exponent bug is only considered when none does
     return Search(tuple(scored), tuple(pruned), loosest)
