@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc import analysis
+from posenc import analysis, describe
 from posenc.analysis import (
     _recipes,
     _rounding,
@@ -434,7 +434,8 @@ def test_precision_report_float32() -> None:
     assert r.method("posenc").max_error <= 6e-8
     assert r.method("float32 recipe").max_error > 1e-3
     assert [m.name for m in r.methods] == ["posenc", "float32 recipe"]  # (c) = (b) in float32
-    assert "float32 recipe itself" in r.note
+    assert r.merged == (("recipe in float32", "float32 recipe"),)
+    assert "float32 recipe itself" in describe(r)
     assert len(r.positions) == 64
     assert r.positions[-32:] == tuple(range(10**6 - 32, 10**6))
     worst = r.method("float32 recipe")
@@ -541,20 +542,20 @@ def _assert_identified(
 ) -> None:
     r = identify(table)
     truth = (convention, base, offset)
-    assert r.matched, (truth, r.message)
+    assert r.matched, (truth, describe(r))
     if not r.ambiguous:
-        assert (r.convention, r.base, r.offset) == truth, r.message
+        assert (r.convention, r.base, r.offset) == truth, describe(r)
         assert r.bug is None
         assert r.alternatives == (r.candidates[0],)
         return
     # ambiguous: the fields it states are right, and every alternative really fits
     for stated, true in zip((r.convention, r.base, r.offset), truth, strict=True):
-        assert stated is None or stated == true, (truth, r.message)
-    assert len(r.alternatives) > 1 or None in (r.base, r.offset), r.message
+        assert stated is None or stated == true, (truth, describe(r))
+    assert len(r.alternatives) > 1 or None in (r.base, r.offset), describe(r)
     for alt in r.alternatives:
-        assert _residual(table, alt) <= r.tolerance * (1 + 1e-9), (alt, r.message)
+        assert _residual(table, alt) <= r.tolerance * (1 + 1e-9), (alt, describe(r))
     if strict:
-        assert _expect_ambiguous(convention, base, table.shape[1]), (truth, r.message)
+        assert _expect_ambiguous(convention, base, table.shape[1]), (truth, describe(r))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
@@ -625,7 +626,8 @@ def test_identify_single_row() -> None:
     r = identify(posenc.sinusoidal([1000], 64))
     assert r.matched
     assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 1000)
-    assert "single row" in r.message
+    assert r.base_guessed
+    assert "single row" in describe(r)
 
 
 def test_identify_finds_a_non_round_base_and_uses_given_bases() -> None:
@@ -644,12 +646,14 @@ def test_identify_recognises_the_odd_exponent_bug(base: float, offset: int, dtyp
     r = identify(table)
     assert not r.matched  # no convention reproduces it
     assert r.bug == "odd-exponent cosine" == analysis.ODD_EXPONENT_BUG
+    assert r.outcome == "bug"
     assert (r.convention, r.base, r.offset) == (None, base, offset)
     assert r.residual <= r.tolerance
     assert r.candidates[0].bug == r.bug
-    assert "odd-exponent cosine bug" in r.message
-    assert "sine columns match the paper table" in r.message
-    assert "base^((2i+1)/d)" in r.message
+    message = describe(r)
+    assert "odd-exponent cosine bug" in message
+    assert "sine columns match the paper table" in message
+    assert "base^((2i+1)/d)" in message
 
 
 def test_identify_rejects_what_is_not_a_table() -> None:
@@ -665,13 +669,14 @@ def test_identify_rejects_what_is_not_a_table() -> None:
         posenc.sinusoidal(64, 16, convention="tensor2tensor")[:, ::-1],
     ):
         r = identify(bad)
-        assert not r.matched, r.message
+        assert not r.matched, describe(r)
         assert r.convention is None
         assert r.bug is None
         assert r.residual > r.tolerance
     r = identify(np.zeros((8, 6)))
     assert not r.matched
-    assert "all zeros" in r.message
+    assert r.outcome == "all_zero"
+    assert "all zeros" in describe(r)
     r = identify(np.zeros((8, 1)))  # the one all-zero table: tensor2tensor, d_model = 1
     assert r.matched
     assert r.convention == "tensor2tensor"
@@ -680,7 +685,8 @@ def test_identify_rejects_what_is_not_a_table() -> None:
     nan = table.copy()
     nan[3, 3] = np.nan
     assert not identify(nan).matched
-    assert "NaN" in identify(nan).message
+    assert identify(nan).outcome == "non_finite"
+    assert "NaN" in describe(identify(nan))
 
 
 def test_identify_padding_row_hint_and_transposed_table() -> None:
@@ -688,13 +694,14 @@ def test_identify_padding_row_hint_and_transposed_table() -> None:
     table[1] = 0  # fairseq zeroes the padding_idx row
     r = identify(table)
     assert not r.matched
-    assert "table[2:]" in r.message
+    assert r.zero_row == 1
+    assert "table[2:]" in describe(r)
     assert identify(table[2:]).offset == 2
     r = identify(posenc.sinusoidal(np.arange(3, 300), 64).T)
     assert r.matched
     assert r.transposed
     assert r.offset == 3
-    assert "transposed" in r.message
+    assert "transposed" in describe(r)
     assert not identify(posenc.sinusoidal(300, 64)).transposed
 
 
@@ -703,7 +710,8 @@ def test_identify_float32_recipe_tables_match_loosely() -> None:
     r = identify(table)
     assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2)
     assert r.residual > 1e-5
-    assert "float32" in r.message
+    assert r.within == "float32"
+    assert "float32" in describe(r)
 
 
 def test_identify_argument_errors() -> None:
@@ -754,18 +762,18 @@ def test_identify_tables_from_transformers() -> None:
     # M2M100 / NLLB (fairseq): rows from padding_idx + 1 = 2, computed in float32
     full = M2M100SinusoidalPositionalEmbedding.get_embedding(2050, 512, padding_idx=1)
     r = identify(full[2:].numpy())
-    assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), r.message
+    assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), describe(r)
     for d_model in (15, 16, 96):  # Marian and DistilBERT loop in Python: keep them small
         full = M2M100SinusoidalPositionalEmbedding.get_embedding(130, d_model, padding_idx=1)
         r = identify(full[2:].numpy())
-        assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), r.message
+        assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), describe(r)
         marian = MarianSinusoidalPositionalEmbedding(128, d_model).create_weight()
         r = identify(marian.numpy())
-        assert (r.convention, r.base, r.offset) == ("marian", 10000.0, 0), r.message
+        assert (r.convention, r.base, r.offset) == ("marian", 10000.0, 0), describe(r)
         out = torch.empty(128, d_model)
         create_sinusoidal_embeddings(128, d_model, out)
         r = identify(out.numpy())
-        assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 0), r.message
+        assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 0), describe(r)
 
 
 def test_module_imports_numpy_only() -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import posenc
+from posenc.analysis import identify as identify_table
 from posenc.analysis import odd_exponent_table
 from posenc.cli import main
 
@@ -27,9 +28,12 @@ def test_npy_table_is_identified(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "128 x 64 float32" in out
     assert "tensor2tensor" in out
     assert "10000" in out
+    expected = posenc.describe(identify_table(np.load(path)))
+    assert out.splitlines()[1] == expected
     code, out, _ = identify([str(path), "--json"], capsys)
     report = json.loads(out)
     assert code == 0
+    assert report["message"] == expected
     assert report["matched"] is True
     assert report["convention"] == "tensor2tensor"
     assert report["offset"] == 2
@@ -52,6 +56,7 @@ def test_odd_exponent_bug_is_named(tmp_path: Path, capsys: pytest.CaptureFixture
     report = json.loads(out)
     assert code == 1
     assert report["bug"] == "odd-exponent cosine"
+    assert report["outcome"] == "bug"
     assert "odd-exponent cosine bug" in report["message"]
 
 

@@ -11,6 +11,7 @@ dtype. ``import posenc`` imports NumPy only; the PyTorch front-end lives in ``po
 from __future__ import annotations
 
 from . import analysis
+from ._describe import describe
 from .conventions import CONVENTIONS
 from .frequencies import ROPE_TYPES, RopeScaling, frequencies, rope_frequencies, rope_scaling
 from .grid import GRID_CONVENTIONS, sinusoidal_grid
@@ -34,6 +35,7 @@ __all__ = [
     "__version__",
     "analysis",
     "apply_rotary",
+    "describe",
     "frequencies",
     "positions_from_cu_seqlens",
     "positions_from_mask",

@@ -25,8 +25,10 @@ Each function turns one claim about the sinusoidal encoding into a number that c
   cosine bug.
 
 Everything is NumPy and float64 (the reference of :func:`precision_report` uses
-``np.longdouble`` where it is wider). Results are small frozen dataclasses whose ``as_dict()``
-returns plain Python values (JSON-ready), all through one serialiser.
+``np.longdouble`` where it is wider). Results are small frozen dataclasses of numbers, arrays
+and short identifiers, whose ``as_dict()`` returns plain Python values (JSON-ready);
+:func:`posenc.describe` turns an :class:`Identification` or a :class:`PrecisionReport` into
+English.
 
 >>> import numpy as np
 >>> from posenc import sinusoidal

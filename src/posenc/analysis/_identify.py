@@ -101,7 +101,8 @@ def identify(
     is all zeros), a table with NaN or inf. A table given transposed, ``(d_model, L)``, is
     tried as ``table.T`` when it does not match as given (``transposed`` is then True).
     bfloat16 tables (not a NumPy dtype) should be passed as float32 with a ``tolerance`` of
-    about 2^-8.
+    about 2^-8. ``outcome`` says which case it is, and :func:`posenc.describe` says it in a
+    sentence.
 
     Args:
         table: 2-D array ``(L, d_model)`` of real numbers, any dtype (float16 too).
@@ -122,34 +123,34 @@ def identify(
     >>> from posenc import sinusoidal
     >>> from posenc.analysis import odd_exponent_table
     >>> r = identify(sinusoidal(np.arange(2, 50), 16, convention="tensor2tensor"))
-    >>> r.matched, r.convention, r.base, r.offset, r.bug
-    (True, 'tensor2tensor', 10000.0, 2, None)
+    >>> r.matched, r.outcome, r.convention, r.base, r.offset, r.bug
+    (True, 'match', 'tensor2tensor', 10000.0, 2, None)
     >>> r = identify(odd_exponent_table(10, 8))
-    >>> r.matched, r.bug, r.base, r.offset
-    (False, 'odd-exponent cosine', 10000.0, 0)
-    >>> identify(2 * sinusoidal(20, 8)).matched
-    False
+    >>> r.matched, r.outcome, r.bug, r.base, r.offset
+    (False, 'bug', 'odd-exponent cosine', 10000.0, 0)
+    >>> r = identify(2 * sinusoidal(20, 8))
+    >>> r.matched, r.outcome
+    (False, 'off_circle')
     """
     raw, array = _table_argument(table)
     given, tolerance, max_offset = _options(bases, tolerance, max_offset)
     if not np.all(np.isfinite(array)):
         return Identification(
             matched=False,
+            outcome="non_finite",
             convention=None,
             base=None,
             offset=None,
             residual=math.inf,
             bug=None,
-            message="no convention fits: the table contains NaN or infinity.",
             candidates=(),
+            rows=array.shape[0],
+            d_model=array.shape[1],
         )
     unit = _unit_roundoff(raw.dtype)
     result = _identify(array, unit, given, tolerance, max_offset)
     if not result.matched and result.bug is None and array.shape[0] != 1:
         flipped = _identify(array.T, unit, given, tolerance, max_offset)
         if flipped.matched:
-            message = (
-                "the table looks transposed, (d_model, L); as table.T it is " + flipped.message
-            )
-            return dataclasses.replace(flipped, message=message, transposed=True)
+            return dataclasses.replace(flipped, transposed=True)
     return result

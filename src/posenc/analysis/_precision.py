@@ -45,8 +45,8 @@ def precision_report(
     - ``"float32 recipe"``: :func:`float32_recipe`, then rounded to ``dtype``;
     - ``"recipe in <dtype>"``: the same recipe with every operation in ``dtype`` (bfloat16
       emulated by rounding after each operation). For float32 it *is* the float32 recipe, so
-      it is not repeated. A result that overflows (float16 positions above 65504 become inf)
-      has error ``inf``.
+      it is not repeated (``merged`` records that). A result that overflows (float16
+      positions above 65504 become inf) has error ``inf``.
 
     The reference evaluates the angle p·base^(-num/den) and its sin/cos in ``np.longdouble``
     when that is wider than float64 (x86: 64-bit mantissa), with the schedule's exact rational
@@ -112,9 +112,9 @@ def precision_report(
         _max_error("posenc", ours, exact, positions),
         _max_error("float32 recipe", _round_to(recipe32, dtype_name), exact, positions),
     ]
-    note = ""
-    if dtype_name == "float32":
-        note = "the recipe carried out in float32 is the float32 recipe itself (listed once)"
+    merged: tuple[tuple[str, str], ...] = ()
+    if dtype_name == "float32":  # the recipe in float32 is the float32 recipe: listed once
+        merged = (("recipe in float32", "float32 recipe"),)
     else:
         in_dtype = _recipe(positions, d_model, base, name, dtype_name)
         methods.append(_max_error(f"recipe in {dtype_name}", in_dtype, exact, positions))
@@ -129,5 +129,5 @@ def precision_report(
         methods=tuple(methods),
         reference="longdouble" if _LONGDOUBLE_WIDER else "float64",
         reference_error=reference_error,
-        note=note,
+        merged=merged,
     )

@@ -1,7 +1,9 @@
 """The result types of :mod:`posenc.analysis`, and the one serialiser they share.
 
-Every result is a small frozen dataclass (or a NamedTuple row of one). ``as_dict()`` on any of
-them returns :func:`plain` of it, plain Python values ready for ``json.dumps``.
+Every result is a small frozen dataclass (or a NamedTuple row of one) holding numbers, arrays
+and short identifiers, never sentences: :func:`posenc.describe` composes the English.
+``as_dict()`` on any of them returns :func:`plain` of it, plain Python values ready for
+``json.dumps``.
 """
 
 from __future__ import annotations
@@ -9,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 _F64 = npt.NDArray[np.float64]
+
+#: What :func:`identify` concluded, see :class:`Identification`.
+Outcome = Literal["match", "ambiguous", "bug", "no_fit", "off_circle", "all_zero", "non_finite"]
 
 
 def plain(value: Any) -> Any:
@@ -144,7 +149,9 @@ class PrecisionReport(_Result):
         methods: one :class:`MethodError` per method.
         reference: how the reference was computed (``"longdouble"`` or ``"float64"``).
         reference_error: an upper estimate of the reference's own error.
-        note: remarks (e.g. that two methods coincide for float32).
+        merged: ``(method, same as)`` pairs: a method that is the same computation as a
+            listed one and is therefore not listed again. For float32,
+            ``(("recipe in float32", "float32 recipe"),)``; empty otherwise.
     """
 
     max_position: int
@@ -157,7 +164,7 @@ class PrecisionReport(_Result):
     methods: tuple[MethodError, ...]
     reference: str
     reference_error: float
-    note: str = ""
+    merged: tuple[tuple[str, str], ...] = ()
 
     def method(self, name: str) -> MethodError:
         """The row called ``name`` (KeyError if absent)."""
@@ -190,11 +197,23 @@ class Candidate(NamedTuple):
 
 @dataclass(frozen=True)
 class Identification(_Result):
-    """What :func:`identify` found.
+    """What :func:`identify` found; :func:`posenc.describe` says it in one sentence.
 
     Attributes:
         matched: True when a convention's table fits within ``tolerance``. False for a
             recognised bug (``bug`` is set): no convention reproduces such a table.
+        outcome: what was concluded, one of
+
+            - ``"match"``: one answer fits (``matched``);
+            - ``"ambiguous"``: several answers fit equally well (``matched``; they are in
+              ``alternatives``);
+            - ``"bug"``: the table has a known bug (``bug`` names it), not a convention;
+            - ``"no_fit"``: no convention fits; ``closest`` is the closest one tried;
+            - ``"off_circle"``: under every convention's layout the (sin, cos) column pairs
+              are off the unit circle (a scaled table, noise), so none was tried;
+            - ``"all_zero"``: the table is all zeros (only tensor2tensor with d_model = 1 is,
+              and that one is a ``"match"``);
+            - ``"non_finite"``: the table holds NaN or infinity.
         convention, base, offset: the answer; a field is None when the fitting answers
             disagree on it (``ambiguous``) or when it has no effect on the table. For a
             recognised bug, ``convention`` is None and ``base``/``offset`` describe the buggy
@@ -202,23 +221,42 @@ class Identification(_Result):
         residual: max |table - candidate| of the answer (of the closest candidate otherwise).
         bug: :data:`ODD_EXPONENT_BUG` (``"odd-exponent cosine"``) when the table has that
             bug, else None.
-        message: one sentence saying what was found.
         candidates: the closest hypotheses tried (at most 6), best first.
+        closest: the candidate ``residual`` belongs to: the answer (the first of
+            ``alternatives``), or when nothing fits the closest convention tried (for
+            ``"off_circle"`` the layout closest to the unit circle, with no base or offset);
+            None for ``"non_finite"``.
+        within: for an answer, which tolerance it fits: ``"rounding"`` (the table dtype's
+            rounding) or ``"float32"`` (the error of a table computed in float32
+            arithmetic); None when nothing fits.
         ambiguous: several answers fit equally well, or a field could not be determined.
         alternatives: the answers that fit equally well (the answer itself first).
         tolerance: the residual allowed for the answer.
+        rows, d_model: the number of rows (positions) and channels of the table as analysed
+            (of ``table.T`` when transposed).
+        zero_row: when nothing fits and a row other than the last is all zeros (as in
+            fairseq-style tables that zero the padding row), the last such row: try
+            ``table[zero_row + 1:]``; None otherwise.
+        base_guessed: a single row fixed the base only among a few common ones
+            (:data:`DEFAULT_BASES`).
         transposed: the table was given as ``(d_model, L)``; the answer is for ``table.T``.
     """
 
     matched: bool
+    outcome: Outcome
     convention: str | None
     base: float | None
     offset: int | None
     residual: float
     bug: str | None
-    message: str
     candidates: tuple[Candidate, ...]
+    rows: int
+    d_model: int
+    closest: Candidate | None = None
+    within: Literal["rounding", "float32"] | None = None
     ambiguous: bool = False
     alternatives: tuple[Candidate, ...] = ()
     tolerance: float = math.nan
+    zero_row: int | None = None
+    base_guessed: bool = False
     transposed: bool = False

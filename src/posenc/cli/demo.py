@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import analysis
+from .._describe import describe
 from ..sinusoidal import sinusoidal
 from ._common import add_subcommand
 
@@ -152,7 +153,7 @@ def _odd_exponent_bug() -> None:
         f"(residual {analysis.check_shift(buggy, 1):.2f} instead of ~1e-16)."
     )
     found = analysis.identify(analysis.odd_exponent_table(64, 8))
-    print(f"posenc.analysis.identify on its table: {found.message}")
+    print(f"posenc.analysis.identify on its table: {describe(found)}")
 
 
 def _figures(folder: Path) -> None:
