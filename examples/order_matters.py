@@ -13,7 +13,7 @@ to the token embeddings differs:
 - ``posenc``: :class:`posenc.torch.SinusoidalPositionalEncoding` (the paper's table);
 - ``none``: nothing, so the encoder sees a bag of tokens;
 - ``seed001``: the table of seed 001, whose cosine columns use the odd exponents
-  ``10000^((2i+1)/d)`` (a bug: :func:`posenc.analysis.seed001_table`), as a fixed buffer.
+  ``10000^((2i+1)/d)`` (a bug: :func:`posenc.analysis.odd_exponent_table`), as a fixed buffer.
 
 The seed-001 table is still a set of distinct sinusoids per position, so a model can learn to
 use it; how well it does is reported, not assumed.
@@ -142,9 +142,9 @@ def _position_term(encoding: str, length: int, d_model: int) -> nn.Module:
     if encoding == "posenc":
         return SinusoidalPositionalEncoding(d_model)
     if encoding == "seed001":
-        from posenc.analysis import seed001_table
+        from posenc.analysis import odd_exponent_table
 
-        table = torch.from_numpy(seed001_table(length, d_model))
+        table = torch.from_numpy(odd_exponent_table(length, d_model))
         return _FixedTable(table)
     return nn.Identity()
 

@@ -20,15 +20,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc import analysis
+from posenc import analysis, describe
 from posenc._features import feature_slices
 from posenc.analysis import (
+    _recipes,
+    _rounding,
     check_shift,
     distinct_rows,
     float32_recipe,
     identify,
+    odd_exponent_table,
     precision_report,
-    seed001_table,
     shift_matrix,
     similarity,
     wavelengths,
@@ -48,12 +50,12 @@ def _unpaired(d: int, convention: str) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 001
+# the odd-exponent cosine bug
 # ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("d_model", [1, 2, 5, 8])
-def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
+def test_odd_exponent_table_is_the_odd_exponent_formula(d_model: int) -> None:
     base = 500.0
     expected = np.array(
         [
@@ -66,7 +68,7 @@ def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
             for p in range(12)
         ]
     )
-    table = seed001_table(12, d_model, base=base, dtype=np.float64)
+    table = odd_exponent_table(12, d_model, base=base, dtype=np.float64)
     np.testing.assert_allclose(table, expected, rtol=0, atol=1e-15)
     # its sine columns are the paper's, its cosines are not
     paper = posenc.sinusoidal(12, d_model, base=base, dtype=np.float64)
@@ -75,17 +77,17 @@ def test_seed001_table_is_the_odd_exponent_formula(d_model: int) -> None:
         assert np.abs(table[:, 1::2] - paper[:, 1::2]).max() > 0.1
 
 
-def test_seed001_table_positions_and_dtype() -> None:
-    out = seed001_table([[0, 3], [7, 9]], 6)
+def test_odd_exponent_table_positions_and_dtype() -> None:
+    out = odd_exponent_table([[0, 3], [7, 9]], 6)
     assert out.shape == (2, 2, 6)
     assert out.dtype == np.float32
-    flat = seed001_table(10, 6, dtype=np.float64)
+    flat = odd_exponent_table(10, 6, dtype=np.float64)
     np.testing.assert_allclose(out[1, 0], flat[7], rtol=0, atol=6e-8)
-    assert seed001_table(4, 6, dtype=np.float16).dtype == np.float16
+    assert odd_exponent_table(4, 6, dtype=np.float16).dtype == np.float16
     with pytest.raises(ValueError, match="d_model"):
-        seed001_table(4, 0)
+        odd_exponent_table(4, 0)
     with pytest.raises(TypeError, match="dtype"):
-        seed001_table(4, 4, dtype=np.int32)
+        odd_exponent_table(4, 4, dtype=np.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,9 +214,9 @@ def test_check_shift_on_correct_and_buggy_tables(convention: str, d_model: int) 
     assert check_shift(t64, 1, base=20000.0, convention=convention) > 1e-3
 
 
-def test_check_shift_large_for_seed001_and_argument_errors() -> None:
-    assert check_shift(seed001_table(64, 8, dtype=np.float64), 1) > 0.5
-    assert check_shift(seed001_table(64, 512), 3) > 0.5
+def test_check_shift_large_for_odd_exponent_bug_and_argument_errors() -> None:
+    assert check_shift(odd_exponent_table(64, 8, dtype=np.float64), 1) > 0.5
+    assert check_shift(odd_exponent_table(64, 512), 3) > 0.5
     table = posenc.sinusoidal(10, 8)
     with pytest.raises(ValueError, match="k must satisfy"):
         check_shift(table, 10)
@@ -310,18 +312,18 @@ def test_round_bfloat16_matches_enumeration() -> None:
             [0.0, -0.0, 2.0**-133, 2.0**-134, 3 * 2.0**-135, 1e-300, 3.4e38, 3.3961e38],
         ]
     )
-    ours = analysis._round_bfloat16(xs)
+    ours = _rounding._round_bfloat16(xs)
     expected = np.array([_bfloat16_by_enumeration(float(x)) for x in xs])
     np.testing.assert_array_equal(ours, expected)
-    assert np.all(analysis._round_bfloat16([np.inf, -np.inf]) == [np.inf, -np.inf])
-    assert np.isnan(analysis._round_bfloat16([np.nan])[0])
+    assert np.all(_rounding._round_bfloat16([np.inf, -np.inf]) == [np.inf, -np.inf])
+    assert np.isnan(_rounding._round_bfloat16([np.nan])[0])
 
 
 def test_round_bfloat16_matches_torch_from_float32() -> None:
     torch = pytest.importorskip("torch", reason="torch compares bfloat16 rounding")
     x = np.random.default_rng(2).standard_normal(10_000).astype(np.float32) * 3
     theirs = torch.from_numpy(x).to(torch.bfloat16).to(torch.float64).numpy()
-    np.testing.assert_array_equal(analysis._round_bfloat16(x), theirs)
+    np.testing.assert_array_equal(_rounding._round_bfloat16(x), theirs)
 
 
 def _brute_force_distinct(rows: np.ndarray) -> tuple[int, tuple[int, int] | None]:
@@ -353,7 +355,7 @@ def test_distinct_rows_matches_brute_force(
     rounded = (
         np.array([[_bfloat16_by_enumeration(v) for v in row] for row in exact])
         if dtype == "bfloat16" and d_model < 100
-        else analysis._round_bfloat16(exact)
+        else _rounding._round_bfloat16(exact)
         if dtype == "bfloat16"
         else exact.astype(dtype)
     )
@@ -418,7 +420,7 @@ def test_reference_is_far_more_accurate_than_float32(convention: str) -> None:
     positions = np.array([9_999_999, 9_999_000, 7_654_321, 12_345])
     d_model = 12
     exact = _mp_table(positions, d_model, 10000.0, convention)
-    ours = analysis._reference_table(positions, d_model, 10000.0, convention)
+    ours = _recipes._reference_table(positions, d_model, 10000.0, convention)
     wider = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
     bound = 1e-11 if wider else 5e-9  # documented: far below float32's 3e-8
     assert np.abs(ours - exact).max() < bound
@@ -432,7 +434,8 @@ def test_precision_report_float32() -> None:
     assert r.method("posenc").max_error <= 6e-8
     assert r.method("float32 recipe").max_error > 1e-3
     assert [m.name for m in r.methods] == ["posenc", "float32 recipe"]  # (c) = (b) in float32
-    assert "float32 recipe itself" in r.note
+    assert r.merged == (("recipe in float32", "float32 recipe"),)
+    assert "float32 recipe itself" in describe(r)
     assert len(r.positions) == 64
     assert r.positions[-32:] == tuple(range(10**6 - 32, 10**6))
     worst = r.method("float32 recipe")
@@ -463,17 +466,18 @@ def test_precision_report_low_precision_dtypes() -> None:
         precision_report(100, 1, convention="tensor2tensor")
 
 
-def test_float32_recipe_is_seed000s_and_fairseqs() -> None:
-    # Seed 000's recipe, re-typed in NumPy float32 step by step as the seed writes it in torch.
+def test_float32_recipe_is_the_pytorch_tutorials_and_fairseqs() -> None:
+    # The PyTorch tutorial recipe, re-typed in NumPy float32 step by step as it is written in
+    # torch.
     positions = np.array([0, 1, 17, 999, 65_537, 999_999])
     for d_model in (8, 9, 512):
         f32 = np.float32
         div = np.exp(np.arange(0, d_model, 2, dtype=f32) * f32(-math.log(10000.0) / d_model))
         angles = positions.astype(f32)[:, None] * div
-        seed000 = np.zeros((len(positions), d_model), dtype=f32)
-        seed000[:, 0::2] = np.sin(angles)
-        seed000[:, 1::2] = np.cos(angles[:, : d_model // 2])
-        np.testing.assert_array_equal(float32_recipe(positions, d_model), seed000)
+        tutorial = np.zeros((len(positions), d_model), dtype=f32)
+        tutorial[:, 0::2] = np.sin(angles)
+        tutorial[:, 1::2] = np.cos(angles[:, : d_model // 2])
+        np.testing.assert_array_equal(float32_recipe(positions, d_model), tutorial)
     torch = pytest.importorskip("torch", reason="fairseq's float32 recipe is written in torch")
     half = 256
     emb = math.log(10000) / (half - 1)
@@ -493,7 +497,7 @@ def test_float32_recipe_is_seed000s_and_fairseqs() -> None:
 def test_exponents_reproduce_every_schedule() -> None:
     for convention in CONVENTIONS:
         for d_model in range(1, 70):
-            nums, den = analysis._exponents(d_model, convention)
+            nums, den = _recipes._exponents(d_model, convention)
             for base in (2.0, 10000.0):
                 np.testing.assert_allclose(
                     np.power(base, -nums / den), _omega(d_model, base, convention), rtol=1e-14
@@ -527,7 +531,7 @@ def _residual(table: np.ndarray, c: analysis.Candidate) -> float:
     start = 0 if c.offset is None else c.offset
     base = 10000.0 if c.base is None else c.base
     positions = np.arange(start, start + table.shape[0])
-    build = seed001_table if c.bug else posenc.sinusoidal
+    build = odd_exponent_table if c.bug else posenc.sinusoidal
     kwargs = {} if c.bug else {"convention": c.convention}
     ref = build(positions, table.shape[1], base=base, dtype=np.float64, **kwargs)
     return float(np.abs(ref - table.astype(np.float64)).max())
@@ -538,20 +542,20 @@ def _assert_identified(
 ) -> None:
     r = identify(table)
     truth = (convention, base, offset)
-    assert r.matched, (truth, r.message)
+    assert r.matched, (truth, describe(r))
     if not r.ambiguous:
-        assert (r.convention, r.base, r.offset) == truth, r.message
+        assert (r.convention, r.base, r.offset) == truth, describe(r)
         assert r.bug is None
         assert r.alternatives == (r.candidates[0],)
         return
     # ambiguous: the fields it states are right, and every alternative really fits
     for stated, true in zip((r.convention, r.base, r.offset), truth, strict=True):
-        assert stated is None or stated == true, (truth, r.message)
-    assert len(r.alternatives) > 1 or None in (r.base, r.offset), r.message
+        assert stated is None or stated == true, (truth, describe(r))
+    assert len(r.alternatives) > 1 or None in (r.base, r.offset), describe(r)
     for alt in r.alternatives:
-        assert _residual(table, alt) <= r.tolerance * (1 + 1e-9), (alt, r.message)
+        assert _residual(table, alt) <= r.tolerance * (1 + 1e-9), (alt, describe(r))
     if strict:
-        assert _expect_ambiguous(convention, base, table.shape[1]), (truth, r.message)
+        assert _expect_ambiguous(convention, base, table.shape[1]), (truth, describe(r))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
@@ -622,7 +626,8 @@ def test_identify_single_row() -> None:
     r = identify(posenc.sinusoidal([1000], 64))
     assert r.matched
     assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 1000)
-    assert "single row" in r.message
+    assert r.base_guessed
+    assert "single row" in describe(r)
 
 
 def test_identify_finds_a_non_round_base_and_uses_given_bases() -> None:
@@ -636,17 +641,19 @@ def test_identify_finds_a_non_round_base_and_uses_given_bases() -> None:
 
 @pytest.mark.parametrize(("base", "offset", "dtype"), [(1e4, 0, np.float32), (5e5, 2, np.float16),
                                                        (100.0, 1000, np.float64)])  # fmt: skip
-def test_identify_recognises_seed001_bug(base: float, offset: int, dtype: type) -> None:
-    table = seed001_table(np.arange(offset, offset + 64), 16, base=base, dtype=dtype)
+def test_identify_recognises_the_odd_exponent_bug(base: float, offset: int, dtype: type) -> None:
+    table = odd_exponent_table(np.arange(offset, offset + 64), 16, base=base, dtype=dtype)
     r = identify(table)
     assert not r.matched  # no convention reproduces it
-    assert r.bug == "seed-001 odd-exponent cosine"
+    assert r.bug == "odd-exponent cosine" == analysis.ODD_EXPONENT_BUG
+    assert r.outcome == "bug"
     assert (r.convention, r.base, r.offset) == (None, base, offset)
     assert r.residual <= r.tolerance
     assert r.candidates[0].bug == r.bug
-    assert "seed-001 odd-exponent cosine bug" in r.message
-    assert "sine columns match the paper table" in r.message
-    assert "base^((2i+1)/d)" in r.message
+    message = describe(r)
+    assert "odd-exponent cosine bug" in message
+    assert "sine columns match the paper table" in message
+    assert "base^((2i+1)/d)" in message
 
 
 def test_identify_rejects_what_is_not_a_table() -> None:
@@ -662,13 +669,14 @@ def test_identify_rejects_what_is_not_a_table() -> None:
         posenc.sinusoidal(64, 16, convention="tensor2tensor")[:, ::-1],
     ):
         r = identify(bad)
-        assert not r.matched, r.message
+        assert not r.matched, describe(r)
         assert r.convention is None
         assert r.bug is None
         assert r.residual > r.tolerance
     r = identify(np.zeros((8, 6)))
     assert not r.matched
-    assert "all zeros" in r.message
+    assert r.outcome == "all_zero"
+    assert "all zeros" in describe(r)
     r = identify(np.zeros((8, 1)))  # the one all-zero table: tensor2tensor, d_model = 1
     assert r.matched
     assert r.convention == "tensor2tensor"
@@ -677,7 +685,8 @@ def test_identify_rejects_what_is_not_a_table() -> None:
     nan = table.copy()
     nan[3, 3] = np.nan
     assert not identify(nan).matched
-    assert "NaN" in identify(nan).message
+    assert identify(nan).outcome == "non_finite"
+    assert "NaN" in describe(identify(nan))
 
 
 def test_identify_padding_row_hint_and_transposed_table() -> None:
@@ -685,13 +694,14 @@ def test_identify_padding_row_hint_and_transposed_table() -> None:
     table[1] = 0  # fairseq zeroes the padding_idx row
     r = identify(table)
     assert not r.matched
-    assert "table[2:]" in r.message
+    assert r.zero_row == 1
+    assert "table[2:]" in describe(r)
     assert identify(table[2:]).offset == 2
     r = identify(posenc.sinusoidal(np.arange(3, 300), 64).T)
     assert r.matched
     assert r.transposed
     assert r.offset == 3
-    assert "transposed" in r.message
+    assert "transposed" in describe(r)
     assert not identify(posenc.sinusoidal(300, 64)).transposed
 
 
@@ -700,7 +710,8 @@ def test_identify_float32_recipe_tables_match_loosely() -> None:
     r = identify(table)
     assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2)
     assert r.residual > 1e-5
-    assert "float32" in r.message
+    assert r.within == "float32"
+    assert "float32" in describe(r)
 
 
 def test_identify_argument_errors() -> None:
@@ -751,18 +762,18 @@ def test_identify_tables_from_transformers() -> None:
     # M2M100 / NLLB (fairseq): rows from padding_idx + 1 = 2, computed in float32
     full = M2M100SinusoidalPositionalEmbedding.get_embedding(2050, 512, padding_idx=1)
     r = identify(full[2:].numpy())
-    assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), r.message
+    assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), describe(r)
     for d_model in (15, 16, 96):  # Marian and DistilBERT loop in Python: keep them small
         full = M2M100SinusoidalPositionalEmbedding.get_embedding(130, d_model, padding_idx=1)
         r = identify(full[2:].numpy())
-        assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), r.message
+        assert (r.convention, r.base, r.offset) == ("tensor2tensor", 10000.0, 2), describe(r)
         marian = MarianSinusoidalPositionalEmbedding(128, d_model).create_weight()
         r = identify(marian.numpy())
-        assert (r.convention, r.base, r.offset) == ("marian", 10000.0, 0), r.message
+        assert (r.convention, r.base, r.offset) == ("marian", 10000.0, 0), describe(r)
         out = torch.empty(128, d_model)
         create_sinusoidal_embeddings(128, d_model, out)
         r = identify(out.numpy())
-        assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 0), r.message
+        assert (r.convention, r.base, r.offset) == ("paper", 10000.0, 0), describe(r)
 
 
 def test_module_imports_numpy_only() -> None:

@@ -30,7 +30,7 @@ def test_demo_prints_every_section_and_writes_the_figures(
     assert "cosine similarity" in out
     assert "Distinct positions" in out
     assert "odd exponents" in out
-    assert "seed-001 odd-exponent cosine" in out  # identify recognised the bug
+    assert "odd-exponent cosine bug" in out  # identify recognised the bug
     for stem in demo.FIGURES:
         path = out_dir / f"{stem}.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
@@ -83,6 +83,7 @@ def test_inspect_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert "256 of 256" in out
     assert "Precision (float32)" in out
     assert "Precision (bfloat16)" in out
+    assert "(the recipe carried out in float32 is the float32 recipe itself (listed once))" in out
     assert main([*argv, "--all"]) == 0
     assert "(--all lists" not in capsys.readouterr().out
 
@@ -101,6 +102,10 @@ def test_inspect_json_matches_the_analysis(capsys: pytest.CaptureFixture[str]) -
     assert 1e-9 < report["shift"][0]["float32"] < 1e-6
     assert [row["dtype"] for row in report["distinct_rows"]] == ["float32", "bfloat16", "float16"]
     assert [p["dtype"] for p in report["precision"]] == ["float32", "bfloat16"]
+    assert [p["note"] for p in report["precision"]] == [
+        "the recipe carried out in float32 is the float32 recipe itself (listed once)",
+        "",
+    ]
 
 
 @pytest.mark.parametrize(

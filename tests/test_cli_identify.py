@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.analysis import seed001_table
+from posenc.analysis import identify as identify_table
+from posenc.analysis import odd_exponent_table
 from posenc.cli import main
 
 
@@ -27,9 +28,12 @@ def test_npy_table_is_identified(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "128 x 64 float32" in out
     assert "tensor2tensor" in out
     assert "10000" in out
+    expected = posenc.describe(identify_table(np.load(path)))
+    assert out.splitlines()[1] == expected
     code, out, _ = identify([str(path), "--json"], capsys)
     report = json.loads(out)
     assert code == 0
+    assert report["message"] == expected
     assert report["matched"] is True
     assert report["convention"] == "tensor2tensor"
     assert report["offset"] == 2
@@ -45,14 +49,15 @@ def test_no_match_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert json.loads(out)["matched"] is False
 
 
-def test_seed001_bug_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "seed001.npy"
-    np.save(path, seed001_table(100, 32))
+def test_odd_exponent_bug_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "odd_exponent.npy"
+    np.save(path, odd_exponent_table(100, 32))
     code, out, _ = identify([str(path), "--json"], capsys)
     report = json.loads(out)
     assert code == 1
-    assert report["bug"] is not None
-    assert "seed" in report["bug"]
+    assert report["bug"] == "odd-exponent cosine"
+    assert report["outcome"] == "bug"
+    assert "odd-exponent cosine bug" in report["message"]
 
 
 def test_npz_key_choice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import analysis
 from ._conventions import CONVENTIONS, ConventionName
+from ._describe import describe
 from ._features import PairLayout
 from ._frequencies import frequencies
 from ._grid import GRID_CONVENTIONS, GridConventionName, sinusoidal_grid
@@ -42,6 +43,7 @@ __all__ = [
     "__version__",
     "analysis",
     "apply_rotary",
+    "describe",
     "frequencies",
     "positions_from_cu_seqlens",
     "positions_from_mask",

@@ -39,7 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without matplotl
 from . import analysis
 from ._checks import check_base, check_int
 from ._conventions import ConventionName, get_convention
-from ._features import feature_slices
+from ._features import channel_frequency_index, channel_kinds, feature_slices
 from ._frequencies import frequencies
 from ._sinusoidal import sinusoidal
 
@@ -116,25 +116,6 @@ def _require_frequencies(d_model: int, base: float, convention: str) -> None:
             f"d_model must be >= 2 under convention {convention!r} (d_model = {d_model} has no "
             "frequencies, only a zero column)"
         )
-
-
-def _channel_frequency_index(d_model: int, convention: str) -> npt.NDArray[np.int64]:
-    """For each channel, the index k of its frequency ω_k (-1 for a zero column)."""
-    layout = feature_slices(d_model, convention)
-    index = np.full(d_model, -1, dtype=np.int64)
-    index[layout.sin] = np.arange(layout.n_sin)
-    index[layout.cos] = np.arange(layout.n_cos)
-    return index
-
-
-def _channel_kind(d_model: int, convention: str) -> list[str]:
-    layout = feature_slices(d_model, convention)
-    kind = ["zero"] * d_model
-    for channel in range(d_model)[layout.sin]:
-        kind[channel] = "sin"
-    for channel in range(d_model)[layout.cos]:
-        kind[channel] = "cos"
-    return kind
 
 
 # --------------------------------------------------------------------------- figures
@@ -281,8 +262,9 @@ def sinusoids(
     curves = (
         sinusoidal(between, d_model, base=base, convention=name, dtype=np.float64) if few else table
     )
-    index = _channel_frequency_index(d_model, name)
-    kind = _channel_kind(d_model, name)
+    layout = feature_slices(d_model, name)
+    index = channel_frequency_index(layout, d_model)
+    kind = channel_kinds(layout, d_model)
 
     fig = _new_figure(9.0, 5.0)
     ax = fig.add_subplot()

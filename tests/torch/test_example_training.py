@@ -88,12 +88,12 @@ def test_same_seed_same_result_and_global_state_untouched(example: ModuleType) -
 
 @pytest.mark.usefixtures("one_thread")
 def test_seed001_table_is_added_as_a_fixed_buffer(example: ModuleType) -> None:
-    from posenc.analysis import seed001_table
+    from posenc.analysis import odd_exponent_table
 
     term = example._position_term("seed001", 6, 8)
     assert not list(term.parameters())
     x = torch.zeros(2, 6, 8)
-    torch.testing.assert_close(term(x)[1], torch.from_numpy(seed001_table(6, 8)))
+    torch.testing.assert_close(term(x)[1], torch.from_numpy(odd_exponent_table(6, 8)))
     assert isinstance(example._position_term("none", 6, 8), torch.nn.Identity)
     pe = example._position_term("posenc", 6, 8)
     assert isinstance(pe, example.SinusoidalPositionalEncoding)

@@ -1,8 +1,8 @@
-"""``posenc demo``: the seeds' encoding computed exactly, its properties checked, and figures.
+"""``posenc demo``: the sinusoidal encoding computed exactly, its properties checked, and figures.
 
-In a few seconds it prints the 10 x 8 table of seed 001's size, runs the PyTorch module on
-seed 000's toy batch, states each property the seeds explain and verifies it with a number
-(:mod:`posenc.analysis`), shows what seed 001's cosine bug does, and writes the figures of
+In a few seconds it prints a 10 x 8 table, runs the PyTorch module on a toy batch, states each
+property of the encoding and verifies it with a number (:mod:`posenc.analysis`), shows what the
+odd-exponent cosine bug of a common tutorial implementation does, and writes the figures of
 :mod:`posenc.plot` to ``--out`` (default ``./posenc-demo``). Without PyTorch or matplotlib the
 corresponding part is skipped with a note saying what to install.
 """
@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from .. import analysis
+from .._describe import describe
 from .._sinusoidal import sinusoidal
 from ._common import add_subcommand
 
-HELP = "the seeds' table, their toy batch and every property they explain, checked; figures"
+HELP = "a small table, a toy batch and every property of the encoding, checked; figures"
 
 # The figures written by the demo: file stem → (plot kind, keyword arguments).
 FIGURES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         _table()
         _toy_batch()
         _properties()
-        _seed001()
+        _odd_exponent_bug()
     if not args.no_figures:
         _figures(args.out)
     return 0
@@ -60,7 +61,7 @@ def _heading(text: str) -> None:
 
 
 def _table() -> None:
-    _heading("1. The table (seed 001's size: 10 positions x 8 channels)")
+    _heading("1. The table (10 positions x 8 channels)")
     print(
         "posenc.sinusoidal(10, 8)  # paper convention, base 10000, float64 rounded once to float32"
     )
@@ -68,7 +69,7 @@ def _table() -> None:
 
 
 def _toy_batch() -> None:
-    _heading("2. Seed 000's toy batch through the PyTorch module")
+    _heading("2. A toy batch through the PyTorch module")
     try:
         import torch
 
@@ -90,7 +91,7 @@ def _toy_batch() -> None:
 
 
 def _properties() -> None:
-    _heading("3. The properties the seeds explain, checked (d_model = 512, base 10000)")
+    _heading("3. The properties of the encoding, checked (d_model = 512, base 10000)")
     d = 512
     w = analysis.wavelengths(d)
     ratio = w.ratio if w.ratio is not None else float("nan")  # None only when d_model < 4
@@ -140,18 +141,19 @@ def _properties() -> None:
     )
 
 
-def _seed001() -> None:
-    _heading("4. Seed 001's bug")
-    buggy = analysis.seed001_table(10, 8, dtype=np.float64)
+def _odd_exponent_bug() -> None:
+    _heading("4. The odd-exponent cosine bug")
+    buggy = analysis.odd_exponent_table(10, 8, dtype=np.float64)
     worst = float(np.max(np.abs(buggy - sinusoidal(10, 8, dtype=np.float64))))
     print(
-        "Seed 001 computes its cosine with odd exponents 10000^((2i+1)/d): its 10 x 8 table is "
-        "off\n"
-        f"by up to {worst:.3f} (its sine columns are right), and PE[p+1] is no longer a fixed\n"
-        f"linear map of PE[p] (residual {analysis.check_shift(buggy, 1):.2f} instead of ~1e-16)."
+        "A common tutorial implementation computes its cosine with odd exponents "
+        "10000^((2i+1)/d):\n"
+        f"its 10 x 8 table is off by up to {worst:.3f} (its sine columns are right), and PE[p+1]\n"
+        "is no longer a fixed linear map of PE[p] "
+        f"(residual {analysis.check_shift(buggy, 1):.2f} instead of ~1e-16)."
     )
-    found = analysis.identify(analysis.seed001_table(64, 8))
-    print(f"posenc.analysis.identify on its table: {found.message}")
+    found = analysis.identify(analysis.odd_exponent_table(64, 8))
+    print(f"posenc.analysis.identify on its table: {describe(found)}")
 
 
 def _figures(folder: Path) -> None:

@@ -34,6 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._describe import describe
     from ..analysis import identify
 
     name, table, tolerance = load_table(args.file, args.key)
@@ -41,12 +42,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         report = {"file": str(args.file), "key": name, "shape": list(table.shape)}
         report["dtype"] = str(table.dtype) if tolerance is None else "bfloat16"
-        print(json.dumps(report | result.as_dict(), indent=2))
+        print(json.dumps(report | result.as_dict() | {"message": describe(result)}, indent=2))
     else:
         where = f"{args.file}" + (f" [{name}]" if name else "")
         dtype = str(table.dtype) if tolerance is None else "bfloat16"
         print(f"{where}: {table.shape[0]} x {table.shape[1]} {dtype}")
-        print(result.message)
+        print(describe(result))
     return 0 if result.matched else 1
 
 

@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 def build_report(args: argparse.Namespace) -> dict[str, Any]:
     """Every number of the report, as plain Python values (what ``--json`` prints)."""
     from .. import analysis
+    from .._describe import describe
     from .._sinusoidal import sinusoidal
 
     d_model = check_int("--d-model", args.d_model, minimum=1)
@@ -93,10 +94,11 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         analysis.distinct_rows(tables["float64"], dt).as_dict()
         for dt in ("float32", "bfloat16", "float16")
     ]
-    precision = [
-        analysis.precision_report(max_position, d_model, dt, base=base, convention=conv).as_dict()
+    reports = [
+        analysis.precision_report(max_position, d_model, dt, base=base, convention=conv)
         for dt in ("float32", "bfloat16")
     ]
+    precision = [r.as_dict() | {"note": describe(r)} for r in reports]
     waves = analysis.wavelengths(d_model, base=base, convention=conv).as_dict()
     return {
         "setting": setting,

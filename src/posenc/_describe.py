@@ -1,0 +1,142 @@
+"""English for the results of :mod:`posenc.analysis`: :func:`describe`.
+
+The analysis results hold numbers and short identifiers only (an :class:`Identification`'s
+``outcome``, ``within``, ``closest``, ...); every sentence about them is composed here, from
+those fields, so that the command line, the demo and any other caller say the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .analysis import Candidate, Identification, PrecisionReport
+
+__all__ = ["describe"]
+
+_WITHIN = {
+    "rounding": "within the table's rounding",
+    "float32": "within the error of a table computed in float32",
+}
+
+
+def describe(result: Any) -> str:
+    """One sentence saying what an analysis result found.
+
+    Args:
+        result: an :class:`~posenc.analysis.Identification` (from
+            :func:`posenc.analysis.identify`): what was found, with the residual and the
+            tolerance it fits; or a :class:`~posenc.analysis.PrecisionReport` (from
+            :func:`posenc.analysis.precision_report`): its remarks, ``""`` when it has none.
+
+    Returns:
+        The sentence, a ``str``.
+
+    Raises:
+        TypeError: ``result`` is of another type.
+
+    >>> from posenc import analysis, sinusoidal
+    >>> print(describe(analysis.identify(sinusoidal(10, 8))))
+    a paper (base 10000, positions 0..9) table (max residual 3e-08, within the table's rounding).
+    >>> describe(analysis.precision_report(1000, 8))
+    'the recipe carried out in float32 is the float32 recipe itself (listed once)'
+    """
+    if isinstance(result, Identification):
+        return _identification(result)
+    if isinstance(result, PrecisionReport):
+        return _precision_report(result)
+    raise TypeError(
+        "describe takes an Identification or a PrecisionReport (from posenc.analysis), "
+        f"got {type(result).__name__}"
+    )
+
+
+def _candidate(c: Candidate, length: int) -> str:
+    """``"paper (base 10000, positions 2..49)"``: a candidate for a table of ``length`` rows."""
+    name = c.convention if c.bug is None else f"{c.convention} with the {c.bug} bug"
+    return f"{name} ({_where(c, length)})"
+
+
+def _where(c: Candidate, length: int) -> str:
+    """``"base 10000, positions 2..49"``: the base and the positions of a candidate."""
+    base = "any base" if c.base is None else f"base {c.base:.15g}"
+    if c.offset is None:
+        positions = "any positions"
+    elif length == 1:
+        positions = f"position {c.offset}"
+    else:
+        positions = f"positions {c.offset}..{c.offset + length - 1}"
+    return f"{base}, {positions}"
+
+
+def _identification(r: Identification) -> str:
+    if r.transposed:
+        as_given = dataclasses.replace(r, transposed=False)
+        return "the table looks transposed, (d_model, L); as table.T it is " + _identification(
+            as_given
+        )
+    length, d_model = r.rows, r.d_model
+    if r.outcome == "non_finite":
+        return "no convention fits: the table contains NaN or infinity."
+    if r.outcome == "all_zero":
+        return (
+            "no convention fits: the table is all zeros (only tensor2tensor with "
+            f"d_model=1 is), got d_model={d_model}."
+        )
+    closest = r.closest
+    if closest is None:  # only "non_finite" has no closest candidate
+        raise ValueError(f"an Identification with outcome {r.outcome!r} needs a closest candidate")
+    if r.outcome in ("no_fit", "off_circle"):
+        return _no_fit(r, closest, length)
+    within = _WITHIN[r.within or "rounding"]
+    if r.outcome == "bug":
+        return (
+            f"no convention fits: this is a table with the {r.bug} bug (a bug found in tutorial "
+            f"code): the sine columns match the paper table ({_where(closest, length)}) but the "
+            "cosine columns use base^((2i+1)/d) instead of base^(2i/d) "
+            f"(max residual {r.residual:.2g}, {within})."
+        )
+    if r.outcome == "ambiguous":
+        shown = "; ".join(_candidate(c, length) for c in r.alternatives[:4])
+        more = f" and {len(r.alternatives) - 4} more" if len(r.alternatives) > 4 else ""
+        text = (
+            f"ambiguous: {len(r.alternatives)} answers fit equally well ({shown}{more}); "
+            "the fields on which they differ are None"
+        )
+    else:
+        text = f"a {_candidate(closest, length)} table (max residual {r.residual:.2g}, {within})"
+        if r.base is None:
+            text += "; the base has no effect on it"
+        if r.offset is None:
+            text += "; the positions have no effect on it"
+    if r.base_guessed:
+        text += "; from a single row, the base was chosen among a few common ones"
+    return text + "."
+
+
+def _no_fit(r: Identification, closest: Candidate, length: int) -> str:
+    if r.outcome == "no_fit":
+        text = (
+            f"no convention fits: the closest candidate, {_candidate(closest, length)}, is off "
+            f"by {r.residual:.3g} > tolerance {r.tolerance:.3g}"
+        )
+    else:
+        text = (
+            "no convention fits: under every convention's layout the (sin, cos) column "
+            f"pairs are off the unit circle (by >= {r.residual:.3g}; a scaled table?)"
+        )
+    if r.zero_row is not None:
+        text += (
+            f"; row {r.zero_row} is all zeros, as in fairseq-style tables that zero the "
+            f"padding row: try table[{r.zero_row + 1}:]"
+        )
+    return text + "."
+
+
+def _precision_report(report: PrecisionReport) -> str:
+    remarks = [
+        f"the {name.replace('recipe in', 'recipe carried out in')} is the {same} itself "
+        "(listed once)"
+        for name, same in report.merged
+    ]
+    return "; ".join(remarks)
