@@ -53,7 +53,6 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from posenc._checks import check_base, check_int
 from posenc.torch import SinusoidalPositionalEncoding
 
 ENCODINGS = ("posenc", "none", "seed001")
@@ -151,6 +150,24 @@ def _position_term(encoding: str, length: int, d_model: int) -> nn.Module:
 
 def _batch(generator: torch.Generator, size: int, length: int, vocab: int) -> torch.Tensor:
     return torch.randint(0, vocab, (size, length), generator=generator)
+
+
+def check_int(name: str, value: Any, *, minimum: int) -> int:
+    """``value`` as an int >= ``minimum`` (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def check_base(name: str, value: Any) -> float:
+    """``value`` as a positive finite float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a positive finite number, got {value!r}")
+    if not 0.0 < float(value) < math.inf:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
 
 
 def check_settings(**settings: Any) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.cli import demo, main
+from posenc.cli import _demo as demo
+from posenc.cli import main
 
 
 def test_demo_prints_every_section_and_writes_the_figures(

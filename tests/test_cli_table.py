@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.cli import main, table
+from posenc.cli import _table as table
+from posenc.cli import main
 
 
 def run_table(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -7,17 +7,20 @@ stderr with exit code 2, never as a traceback.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import demo, identify, inspect, plot, table
+from . import _demo, _identify, _inspect, _plot, _table
 from ._common import Parser, UsageError
 
-_SUBCOMMANDS = (demo, table, plot, inspect, identify)
+__all__ = ["build_parser", "main"]
+
+_SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify)
 
 
-def build_parser() -> Parser:
+def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="posenc", description="Exact positional encodings for transformer models.")
     parser.add_argument("--version", action="version", version=f"posenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -129,12 +129,7 @@ class TransformerEmbedding(nn.Module):
 
         ``positions`` and ``offset`` are passed to :class:`SinusoidalPositionalEncoding`.
         """
-        _check_ids("tokens", tokens, self.vocab_size)
-        if self.segment is None:
-            if segments is not None:
-                raise ValueError("segments were given but num_segments is 0; set num_segments")
-        elif segments is not None:
-            _check_ids("segments", segments, self.num_segments, like=tokens)
+        self._check_ids(tokens, segments)
         weight = self.token.weight
         shape = (*tokens.shape, self.d_model)
         table, index = self.position._rows_for(
@@ -152,6 +147,14 @@ class TransformerEmbedding(nn.Module):
             segments,
             self.dropout,
         )
+
+    def _check_ids(self, tokens: Any, segments: Any) -> None:
+        _check_ids("tokens", tokens, self.vocab_size)
+        if self.segment is None:
+            if segments is not None:
+                raise ValueError("segments were given but num_segments is 0; set num_segments")
+        elif segments is not None:
+            _check_ids("segments", segments, self.num_segments, like=tokens)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
