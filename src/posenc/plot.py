@@ -33,7 +33,8 @@ try:
     from matplotlib.ticker import MaxNLocator
 except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
     raise ImportError(
-        "posenc.plot needs matplotlib; install it with: pip install 'posenc[plot]'"
+        "posenc.plot needs matplotlib: pip install matplotlib (or, from a clone of posenc, "
+        "pip install '.[plot]')"
     ) from exc
 
 from . import analysis

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -38,13 +39,25 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message)
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain_text(doc: str) -> str:
+    """A docstring as terminal text: ``x`` and :role:`x` markup become x.
+
+    >>> plain_text("see :mod:`posenc.plot` and ``--out``")
+    'see posenc.plot and --out'
+    """
+    return _ROLE.sub(r"\1", doc).replace("``", "")
+
+
 def add_subcommand(sub: Any, name: str, help: str, doc: str | None) -> argparse.ArgumentParser:
     """Add subcommand ``name``: ``help`` in the command list; ``--help`` shows ``help`` and the
-    module docstring ``doc`` after its first paragraph (kept as written)."""
+    module docstring ``doc`` after its first paragraph, as plain text (:func:`plain_text`)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
-        help=help,
-        description=help + ".\n\n" + (doc or "").split("\n\n", 1)[-1],
+        help=plain_text(help),
+        description=plain_text(help + ".\n\n" + (doc or "").split("\n\n", 1)[-1]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser

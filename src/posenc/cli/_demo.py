@@ -75,7 +75,7 @@ def _toy_batch() -> None:
 
         from ..torch import SinusoidalPositionalEncoding
     except ImportError:
-        print("PyTorch is not installed: skipping the module demo (pip install 'posenc[torch]').")
+        print("PyTorch is not installed: skipping the module demo (pip install torch).")
         return
     x = torch.arange(1, 49, dtype=torch.float32).reshape(2, 4, 6)
     module = SinusoidalPositionalEncoding(6, dropout=0.1).eval()

@@ -2,7 +2,7 @@
 
 Kinds: heatmap, sinusoids, wavelengths, similarity, precision (see ``posenc.plot.PLOTS``).
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
-Needs matplotlib: ``pip install 'posenc[plot]'``.
+Needs matplotlib: ``pip install matplotlib``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PyTorch front-end: thin modules and functions over the float64 NumPy core.
 
-Requires PyTorch (``pip install "posenc[torch]"``). Every table is computed in float64 and
+Requires PyTorch (``pip install torch``). Every table is computed in float64 and
 rounded once to the dtype it is used in, including float16 and bfloat16.
 
 >>> from posenc.torch import SinusoidalPositionalEncoding
@@ -17,7 +17,8 @@ try:
     import torch as _torch  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError(
-        "posenc.torch needs PyTorch: pip install 'posenc[torch]' (or install torch yourself)"
+        "posenc.torch needs PyTorch: pip install torch (or, from a clone of posenc, "
+        "pip install '.[torch]')"
     ) from exc
 
 from . import hf
