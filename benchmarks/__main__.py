@@ -3,7 +3,8 @@
 Run from the repository root with the package importable (``PYTHONPATH=src:.`` or installed)::
 
     python -m benchmarks                 # the full run (issue shapes, >= 7 repeats)
-    python -m benchmarks --quick         # small shapes, 3 repeats: a smoke test (< 1 minute)
+    python -m benchmarks --quick         # small shapes, 3 repeats (< 1 minute)
+    python -m benchmarks --smoke         # --quick, printing one line per section: does it run?
     python -m benchmarks --only tables memory
 
 Prints the machine (CPU, cores, versions, threads), runs each section, then prints one combined
@@ -18,8 +19,10 @@ and makes the exit status 1 once the others have run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import io
 import sys
 import time
 import traceback
@@ -51,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="--quick, but print only whether each section ran (what make test runs)",
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         choices=SECTIONS,
@@ -58,19 +66,33 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only these sections (from {', '.join(SECTIONS)})",
     )
     args = parser.parse_args(argv)
-    print(environment({"mode": "quick" if args.quick else "full"}))
-    print()
+    quick = args.quick or args.smoke
+    if not args.smoke:
+        print(environment({"mode": "quick" if quick else "full"}))
+        print()
     table = Table()
     outcomes = {}
     started = time.perf_counter()
     for name in args.only or SECTIONS:
         if name in outcomes:
             continue
-        print(f"[{name}] running ...", flush=True)
+        if not args.smoke:
+            print(f"[{name}] running ...", flush=True)
         section_start = time.perf_counter()
-        outcomes[name] = run_section(name, table, quick=args.quick)
+        if args.smoke:  # the sections' own progress lines are not wanted here
+            with contextlib.redirect_stdout(io.StringIO()):
+                outcomes[name] = run_section(name, table, quick=True)
+        else:
+            outcomes[name] = run_section(name, table, quick=quick)
         took = time.perf_counter() - section_start
         print(f"[{name}] {outcomes[name]} ({took:.1f} s)", flush=True)
+    if args.smoke:
+        rows = len(table.rows)
+        print(
+            f"benchmark smoke run: {rows} timings in {time.perf_counter() - started:.1f} s "
+            "(numbers not checked here; the full table: python -m benchmarks)"
+        )
+        return 1 if "failed" in outcomes.values() else 0
     print()
     if table.rows:
         print(table.render())
