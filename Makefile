@@ -1,39 +1,95 @@
-# Two entry points (see README, Quickstart):
-#   make demo   set up .venv and run `posenc demo`
-#   make test   set up .venv and run lint, type checks, the whole test suite and a quick
-#               benchmark smoke run
-PYTHON ?= python3
-VENV   ?= .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Entry points (see README, Quickstart):
+#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
+#   make test    add the test, lint and reference stack to .venv, then run lint, type checks,
+#                the whole test suite and a quick benchmark run (what CI runs)
+#   make clean   remove .venv and every build output
+#
+# The pins need Python 3.11. .venv records the Python that made it and a hash of the requirement
+# files: another Python or changed requirements rebuild it from scratch.
+PYTHON    ?= python3
+VENV      ?= .venv
+BIN       := $(VENV)/bin
+PIP_FLAGS := --quiet --disable-pip-version-check
+REQUIRED_PYTHON := 3.11
 
-.PHONY: demo test lint typecheck pytest bench-quick clean
+.DEFAULT_GOAL := help
+.NOTPARALLEL:
+.PHONY: help demo test lint typecheck pytest bench-quick clean FORCE
 
-$(STAMP): requirements-dev.txt requirements-nodeps.txt pyproject.toml
+python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
+files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
+
+# Goals that use .venv stop here, with one line and before installing anything, under any Python
+# but the one the pins need.
+PYTHON_ID := $(call python_id,$(PYTHON))
+VENV_GOALS := demo test lint typecheck pytest bench-quick $(VENV)/.posenc-demo $(VENV)/.posenc-dev
+ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
+ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
+$(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
+endif
+endif
+
+# Stamps: a stamp whose recorded content differs from what this Makefile expects is remade.
+DEMO_STAMP := $(VENV)/.posenc-demo
+DEV_STAMP  := $(VENV)/.posenc-dev
+EDITABLE   := $(VENV)/.posenc-editable
+DEMO_ID := python $(PYTHON_ID) | demo $(call files_hash,requirements-demo.txt)
+DEV_ID  := $(DEMO_ID) | dev $(call files_hash,requirements-dev.txt requirements-nodeps.txt)
+ifneq ($(file <$(DEMO_STAMP)),$(DEMO_ID))
+$(DEMO_STAMP): FORCE
+endif
+ifneq ($(file <$(DEV_STAMP)),$(DEV_ID))
+$(DEV_STAMP): FORCE
+endif
+
+help:
+	@sed -n '2,5s/^#   //p' Makefile
+
+# posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
+$(DEMO_STAMP):
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	touch $(STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	touch $(EDITABLE)
+	echo '$(DEMO_ID)' > $@
 
-demo: $(STAMP)
+# The package's metadata (entry points, version) changed: reinstall posenc only.
+$(EDITABLE): pyproject.toml | $(DEMO_STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	touch $@
+
+# The rest of requirements-dev.txt. A .venv with older dev requirements is rebuilt from scratch,
+# so that nothing dropped from the pins stays installed.
+$(DEV_STAMP): $(DEMO_STAMP)
+	@if [ -e $@ ]; then \
+	    echo "requirements changed: rebuilding $(VENV)"; \
+	    rm -rf $(VENV) && $(MAKE) --no-print-directory $(DEMO_STAMP); \
+	fi
+	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-nodeps.txt
+	echo '$(DEV_ID)' > $@
+
+demo: $(DEMO_STAMP) $(EDITABLE)
 	$(BIN)/posenc demo
 
-lint: $(STAMP)
+lint: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/ruff check src tests benchmarks examples docs tools
 	$(BIN)/ruff format --check src tests benchmarks examples docs tools
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest
 
 # Smoke test of the benchmark suite (it must run; its numbers are not checked here).
-bench-quick: $(STAMP)
+bench-quick: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m benchmarks --quick
 
 test: lint typecheck pytest bench-quick
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+FORCE:
