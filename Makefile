@@ -25,7 +25,7 @@ files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 # Goals that use .venv stop here, with one line and before installing anything, under any Python
 # but the one the pins need.
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test lint typecheck pytest bench-quick $(VENV)/.posenc-demo $(VENV)/.posenc-dev
+VENV_GOALS := demo test lint typecheck pytest bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -49,13 +49,15 @@ help:
 	@sed -n '2,6s/^#   //p' Makefile
 
 # posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
+NEW_DEMO_ENV = rm -rf $(VENV) \
+	&& $(PYTHON) -m venv $(VENV) \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e . \
+	&& touch $(EDITABLE) \
+	&& echo '$(DEMO_ID)' > $(DEMO_STAMP)
+
 $(DEMO_STAMP):
-	rm -rf $(VENV)
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt
-	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
-	touch $(EDITABLE)
-	echo '$(DEMO_ID)' > $@
+	$(NEW_DEMO_ENV)
 
 # The package's metadata (entry points, version) changed: reinstall posenc only.
 $(EDITABLE): pyproject.toml | $(DEMO_STAMP)
@@ -65,10 +67,7 @@ $(EDITABLE): pyproject.toml | $(DEMO_STAMP)
 # The rest of requirements-dev.txt. A .venv with older dev requirements is rebuilt from scratch,
 # so that nothing dropped from the pins stays installed.
 $(DEV_STAMP): $(DEMO_STAMP)
-	@if [ -e $@ ]; then \
-	    echo "requirements changed: rebuilding $(VENV)"; \
-	    rm -rf $(VENV) && $(MAKE) --no-print-directory $(DEMO_STAMP); \
-	fi
+	if [ -e $@ ]; then $(NEW_DEMO_ENV); fi
 	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
 	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-nodeps.txt
 	echo '$(DEV_ID)' > $@
