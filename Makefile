@@ -1,8 +1,9 @@
 # Entry points (see README, Quickstart):
 #   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
-#   make test    add the test, lint and reference stack to .venv, then run lint, type checks,
-#                the whole test suite, a quick benchmark run and the NumPy-only tests under
-#                Python 3.10 (what CI runs)
+#   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
+#                checks, the whole test suite, the strict docs build, a quick benchmark run and
+#                the NumPy-only tests under Python 3.10 (what CI runs)
+#   make docs    build the documentation site into site/
 #   make clean   remove the environments and every build output
 #
 # The pins need Python 3.11. .venv records the Python that made it and a hash of the requirement
@@ -17,7 +18,7 @@ REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
 .NOTPARALLEL:
-.PHONY: help demo test lint typecheck pytest bench-quick test-py310 clean FORCE
+.PHONY: help demo test lint typecheck pytest docs bench-quick test-py310 clean FORCE
 
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
@@ -25,7 +26,7 @@ files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 # Goals that use .venv stop here, with one line and before installing anything, under any Python
 # but the one the pins need.
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test lint typecheck pytest bench-quick
+VENV_GOALS := demo test lint typecheck pytest docs bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -46,7 +47,7 @@ $(DEV_STAMP): FORCE
 endif
 
 help:
-	@sed -n '2,6s/^#   //p' Makefile
+	@sed -n '2,7s/^#   //p' Makefile
 
 # posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
@@ -85,6 +86,11 @@ typecheck: $(DEV_STAMP) $(EDITABLE)
 pytest: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest
 
+# The documentation site, strict (a broken reference or link fails) and offline. The variable
+# silences mkdocs-material's banner about its end of life (May 2027) on every build.
+docs: $(DEV_STAMP) $(EDITABLE)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 # Smoke test of the benchmark suite (it must run; its numbers are not checked here).
 bench-quick: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m benchmarks --quick
@@ -119,9 +125,9 @@ test-py310: $(PY310_STAMP)
 	$(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
 endif
 
-test: lint typecheck pytest bench-quick test-py310
+test: lint typecheck pytest docs bench-quick test-py310
 
 clean:
-	rm -rf $(VENV) $(VENV310) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV310) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 FORCE:
