@@ -86,10 +86,11 @@ typecheck: $(DEV_STAMP) $(EDITABLE)
 pytest: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest
 
-# The documentation site, strict (a broken reference or link fails) and offline. The variable
-# silences mkdocs-material's banner about its end of life (May 2027) on every build.
+# The documentation site, strict (a broken reference or link fails) and offline. Not --quiet:
+# it drops the warnings before --strict counts them. The variable silences mkdocs-material's
+# banner about its end of life (May 2027) on every build.
 docs: $(DEV_STAMP) $(EDITABLE)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Smoke test of the benchmark suite (it must run; its numbers are not checked here).
 bench-quick: $(DEV_STAMP) $(EDITABLE)
