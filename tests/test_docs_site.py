@@ -2,12 +2,15 @@
 
 The site (mkdocs.yml) is built once into a temporary folder, offline; each public module must
 have a reference page (docs/reference/*.md, one ``::: module`` each) on which every name of its
-``__all__`` has an entry (an HTML anchor ``id="module.name"``). Skips without the docs tools.
+``__all__`` has an entry (an HTML anchor ``id="module.name"``). tools/griffe_rst.py, which
+turns the docstrings' RST markup into Markdown for the site, is checked on one docstring. Skips
+without the docs tools.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -101,3 +104,67 @@ def test_reference_lists_every_public_name(site: Path, name: str) -> None:
             missing.append(attr)
     assert not missing, f"{name}: not in its reference page: {missing}"
     assert public_names(module), name
+
+
+def load_griffe_rst() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("griffe_rst", ROOT / "tools" / "griffe_rst.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docstring_markup_becomes_markdown() -> None:
+    griffe = pytest.importorskip("griffe")
+    rst = load_griffe_rst()
+    docstring = "\n".join(
+        [
+            "See :func:`~pkg.mod.f` and :class:`Thing`::",
+            "",
+            "    code()",
+            "",
+            "Args:",
+            "    a, b: both numbers.",
+            "        Positive.",
+            "",
+            "Shapes:",
+            "    - ``x``: ``(b, s)``",
+            "",
+            "=====  =====",
+            "name   value",
+            "=====  =====",
+            "one    1",
+            "       more",
+            "=====  =====",
+            "",
+            ">>> x[1][0]",
+            "2",
+        ]
+    )
+    markdown = rst.to_markdown(docstring, griffe.Module("pkg"))
+    assert markdown.split("\n") == [
+        'See <autoref identifier="pkg.mod.f" optional><code>f()</code></autoref> and '
+        '<autoref identifier="pkg.Thing" optional><code>Thing</code></autoref>:',
+        "",
+        "    code()",
+        "",
+        "Args:",
+        "    a: both numbers.",
+        "        Positive.",
+        "    b: both numbers.",
+        "        Positive.",
+        "",
+        "Shapes:",
+        "",
+        "- ``x``: ``(b, s)``",
+        "",
+        "| name | value |",
+        "|---|---|",
+        "| one | 1 more |",
+        "",
+        "```pycon",
+        ">>> x[1][0]",
+        "2",
+        "```",
+    ]

@@ -234,9 +234,9 @@ def _grouped_params(lines: list[str]) -> list[str]:
     while i < len(lines):
         line = lines[i]
         header = _HEADER.match(line.strip())
-        if header and line.strip() == line.lstrip():
-            is_params = header.group(1).lower() in _NAMED_SECTIONS
-            section_indent = _indent(line) if is_params else None
+        if header:
+            is_named = header.group(1).lower() in _NAMED_SECTIONS
+            section_indent = _indent(line) if is_named else None
         elif line.strip() and section_indent is not None and _indent(line) <= section_indent:
             section_indent = None
         match = _GROUPED_PARAM.match(line) if section_indent is not None else None
