@@ -1,39 +1,134 @@
-# Two entry points (see README, Quickstart):
-#   make demo   set up .venv and run `posenc demo`
-#   make test   set up .venv and run lint, type checks, the whole test suite and a quick
-#               benchmark smoke run
-PYTHON ?= python3
-VENV   ?= .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Entry points (see README, Quickstart):
+#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
+#   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
+#                checks, the whole test suite, the strict docs build, a quick benchmark run and
+#                the NumPy-only tests under Python 3.10 (what CI runs)
+#   make docs    build the documentation site into site/
+#   make clean   remove the environments and every build output
+#
+# The pins need Python 3.11. .venv records the Python that made it and a hash of the requirement
+# files: another Python or changed requirements rebuild it from scratch.
+PYTHON    ?= python3
+PYTHON310 ?= python3.10
+VENV      ?= .venv
+VENV310   ?= .venv-py310
+BIN       := $(VENV)/bin
+PIP_FLAGS := --quiet --disable-pip-version-check
+REQUIRED_PYTHON := 3.11
 
-.PHONY: demo test lint typecheck pytest bench-quick clean
+.DEFAULT_GOAL := help
+.NOTPARALLEL:
+.PHONY: help demo test lint typecheck pytest docs bench-quick test-py310 clean FORCE
 
-$(STAMP): requirements-dev.txt requirements-nodeps.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	touch $(STAMP)
+python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
+files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 
-demo: $(STAMP)
+# Goals that use .venv stop here, with one line and before installing anything, under any Python
+# but the one the pins need.
+PYTHON_ID := $(call python_id,$(PYTHON))
+VENV_GOALS := demo test lint typecheck pytest docs bench-quick
+ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
+ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
+$(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
+endif
+endif
+
+# Stamps: a stamp whose recorded content differs from what this Makefile expects is remade.
+DEMO_STAMP := $(VENV)/.posenc-demo
+DEV_STAMP  := $(VENV)/.posenc-dev
+EDITABLE   := $(VENV)/.posenc-editable
+DEMO_ID := python $(PYTHON_ID) | demo $(call files_hash,requirements-demo.txt)
+DEV_ID  := $(DEMO_ID) | dev $(call files_hash,requirements-dev.txt requirements-nodeps.txt)
+ifneq ($(file <$(DEMO_STAMP)),$(DEMO_ID))
+$(DEMO_STAMP): FORCE
+endif
+ifneq ($(file <$(DEV_STAMP)),$(DEV_ID))
+$(DEV_STAMP): FORCE
+endif
+
+help:
+	@sed -n '2,7s/^#   //p' Makefile
+
+# posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
+NEW_DEMO_ENV = rm -rf $(VENV) \
+	&& $(PYTHON) -m venv $(VENV) \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e . \
+	&& touch $(EDITABLE) \
+	&& echo '$(DEMO_ID)' > $(DEMO_STAMP)
+
+$(DEMO_STAMP):
+	$(NEW_DEMO_ENV)
+
+# The package's metadata (entry points, version) changed: reinstall posenc only.
+$(EDITABLE): pyproject.toml | $(DEMO_STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	touch $@
+
+# The rest of requirements-dev.txt. A .venv with older dev requirements is rebuilt from scratch,
+# so that nothing dropped from the pins stays installed.
+$(DEV_STAMP): $(DEMO_STAMP)
+	if [ -e $@ ]; then $(NEW_DEMO_ENV); fi
+	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-nodeps.txt
+	echo '$(DEV_ID)' > $@
+
+demo: $(DEMO_STAMP) $(EDITABLE)
 	$(BIN)/posenc demo
 
-lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples docs tools
-	$(BIN)/ruff format --check src tests benchmarks examples docs tools
+lint: $(DEV_STAMP) $(EDITABLE)
+	$(BIN)/ruff check src tests benchmarks examples docs tools conftest.py
+	$(BIN)/ruff format --check src tests benchmarks examples docs tools conftest.py
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest
 
-# Smoke test of the benchmark suite (it must run; its numbers are not checked here).
-bench-quick: $(STAMP)
-	$(BIN)/python -m benchmarks --quick
+# The documentation site, strict (a broken reference or link fails) and offline. Not --quiet:
+# it drops the warnings before --strict counts them. The variable silences mkdocs-material's
+# banner about its end of life (May 2027) on every build.
+docs: $(DEV_STAMP) $(EDITABLE)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-test: lint typecheck pytest bench-quick
+# Smoke test of the benchmark suite: one line per section (it must run; numbers are not checked).
+bench-quick: $(DEV_STAMP) $(EDITABLE)
+	$(BIN)/python -m benchmarks --smoke
+
+# requires-python names 3.10: the NumPy-only tests (torch and matplotlib tests skip) run under
+# it in their own small environment. A pyenv shim answers "command not found" unless 3.10 is
+# selected, so for the default PYTHON310 pyenv's own 3.10 is tried too.
+ifneq ($(filter test test-py310,$(MAKECMDGOALS)),)
+PY310_ID := $(call python_id,$(PYTHON310))
+ifeq ($(PY310_ID)$(filter-out python3.10,$(PYTHON310)),)
+PY310_ID := $(call python_id,"$$(pyenv prefix 3.10 2>/dev/null)/bin/python3.10")
+endif
+PY310_STAMP := $(VENV310)/.posenc-py310
+PY310_STAMP_ID := python $(PY310_ID) | $(call files_hash,requirements-py310.txt pyproject.toml)
+ifneq ($(file <$(PY310_STAMP)),$(PY310_STAMP_ID))
+$(PY310_STAMP): FORCE
+endif
+endif
+
+ifeq ($(filter 3.10.%,$(firstword $(PY310_ID))),)
+test-py310:
+	@echo "test-py310: skipped, no Python 3.10 found as $(PYTHON310) (PYTHON310=/path/to/python3.10 names one)"
+else
+$(PY310_STAMP):
+	rm -rf $(VENV310)
+	$(word 2,$(PY310_ID)) -m venv $(VENV310)
+	$(VENV310)/bin/python -m pip install $(PIP_FLAGS) -r requirements-py310.txt
+	$(VENV310)/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	echo '$(PY310_STAMP_ID)' > $@
+
+test-py310: $(PY310_STAMP)
+	$(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
+endif
+
+test: lint typecheck pytest docs bench-quick test-py310
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV310) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+FORCE:
