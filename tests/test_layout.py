@@ -167,7 +167,7 @@ def test_types_public_functions_return_are_exported() -> None:
 # -- README, docs, examples and benchmarks use public names only ------------------------------
 
 _FROM = re.compile(r"from\s+(posenc[\w.]*)\s+import\s+(\([^)]*\)|[^\n#]+)")
-_CHAIN = re.compile(r"(?<![\w.])posenc(?:\.\w+)+")
+_CHAIN = re.compile(r"(?<![\w./-])posenc(?:\.\w+)+")
 
 
 def _check_chain(chain: str) -> str | None:

@@ -375,3 +375,32 @@ def test_state_dict_holds_no_table(name: str) -> None:
         assert _same(
             case.call(module, 9, case.dtypes[0], 2, 0), case.call(other, 9, case.dtypes[0], 2, 0)
         )
+
+
+@pytest.mark.slow
+def test_inductor_over_changing_lengths() -> None:
+    """The real code generator too (one module of each kind, ``dynamic=True``): tables and
+    additions bit for bit, dropout equal under ``fallback_random``, rotations within one ulp."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    module = pt.SinusoidalPositionalEncoding(D, dropout=0.25)
+    rope = pt.RotaryEmbedding(D, pairs="interleaved")
+    compiled = torch.compile(module, fullgraph=True, dynamic=True)
+    compiled_rope = torch.compile(rope, fullgraph=True, dynamic=True)
+    with torch._inductor.config.patch(fallback_random=True):
+        for training in (True, False):
+            module.train(training)
+            for n in COMPILE_LENGTHS:
+                x = _x((2, n, D), torch.float32, n)
+                torch.manual_seed(n)
+                got = compiled(x, offset=3)
+                torch.manual_seed(n)
+                with posenc.set_fast_paths(False):
+                    want = module(x, offset=3)
+                assert _same(got, want), (training, n)
+        for n in COMPILE_LENGTHS:
+            q = _x((1, 2, n, D), torch.float32, n)
+            assert _within_ulp(compiled_rope(q, q, offset=5), rope(q, q, offset=5)), n
+    assert counters["stats"]["unique_graphs"] <= 4, dict(counters["stats"])  # <= 2 per module
