@@ -128,15 +128,19 @@ def test_inspect_bad_input(
     assert message in err
 
 
-@pytest.mark.parametrize("kind", ["heatmap", "sinusoids", "wavelengths", "similarity", "precision"])
+@pytest.mark.parametrize(
+    "kind", ["heatmap", "sinusoids", "wavelengths", "similarity", "precision", "shift"]
+)
 def test_plot_writes_each_kind(
     kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / f"{kind}.svg"
     argv = ["plot", kind, "--d-model", "32", "--out", str(path)]
-    if kind == "precision":
+    if kind in ("precision", "shift"):
         argv += ["--max-position", "10000"]
+    if kind == "shift":
+        argv += ["--shifts", "1,7"]
     assert main(argv) == 0
     assert f"wrote {path}" in capsys.readouterr().err
     assert b"<svg" in path.read_bytes()[:2000]
@@ -155,6 +159,9 @@ def test_plot_defaults_to_kind_png(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (["wavelengths", "--length", "5"], "--length does not apply to the wavelengths plot"),
         (["heatmap", "--out", "x.gif"], "path"),
         (["sinusoids", "--channels", "a,b"], "--channels must be comma-separated integers"),
+        (["shift", "--shifts", "1,x"], "--shifts must be comma-separated integers"),
+        (["heatmap", "--shifts", "1"], "--shifts does not apply to the heatmap plot"),
+        (["shift", "--shifts", "0"], "shifts must be an integer >= 1, got 0"),
         (["pie"], "invalid choice: 'pie'"),
         (["heatmap", "--d-model", "0"], "d_model"),
     ],

@@ -27,6 +27,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "wavelengths": {"d_model": 16},
     "similarity": {"length": 20, "d_model": 16},
     "precision": {"max_position": 1000, "d_model": 16},
+    "shift": {"max_position": 1000, "d_model": 16},
 }
 WITH_COLORBAR = {"heatmap", "similarity"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -50,6 +51,7 @@ def test_plots_mapping_names_every_figure_and_is_read_only() -> None:
         "wavelengths": plot.wavelength_plot,
         "similarity": plot.similarity_plot,
         "precision": plot.precision_plot,
+        "shift": plot.shift_plot,
     }
     with pytest.raises(TypeError):
         plot.PLOTS["new"] = plot.heatmap  # type: ignore[index]
@@ -152,11 +154,32 @@ def test_similarity_plot_shows_the_analysis_result(metric: str) -> None:
     expected = analysis.similarity(25, 12, convention="marian", metric=metric)
     matrix_ax, profile_ax = _data_axes(fig)
     assert np.array_equal(np.asarray(matrix_ax.images[0].get_array()), expected.matrix)
-    low, high = matrix_ax.images[0].get_clim()
-    assert -low == high > 0  # diverging scale centred at 0
+    assert (
+        matrix_ax.images[0]
+        .colorbar.ax.get_ylabel()
+        .startswith("PE[p]·PE[q]" if metric == "dot" else "cosine(PE[p], PE[q])")
+    )
+    assert ("dot product" if metric == "dot" else "cosine similarity") in fig.get_suptitle()
     (line,) = [ln for ln in profile_ax.get_lines() if len(ln.get_xdata()) == 25]
     assert np.array_equal(line.get_xdata(), expected.distances)
     assert np.array_equal(line.get_ydata(), expected.profile)
+
+
+def test_similarity_colour_scale_fits_the_values() -> None:
+    # all values >= 0: a sequential map from the smallest value to the largest
+    image = plot.similarity_plot(200, 512, metric="cosine").axes[0].images[0]
+    values = analysis.similarity(200, 512, metric="cosine").matrix
+    assert image.get_cmap().name == "viridis"
+    assert image.get_clim() == (values.min(), values.max())
+    assert 0.3 < values.min() < 0.4  # not a ±1 scale washing out 0.34 .. 1
+    # negative values too (d_model = 2: cos of the distance): diverging, centred at 0
+    image = plot.similarity_plot(20, 2).axes[0].images[0]
+    top = np.abs(analysis.similarity(20, 2).matrix).max()
+    assert image.get_cmap().name == "RdBu_r"
+    assert image.get_clim() == (-top, top)
+    # a constant matrix (d_model = 1 under tensor2tensor is all zeros) still gets a scale
+    low, high = plot.similarity_plot(5, 1, convention="tensor2tensor").axes[0].images[0].get_clim()
+    assert low < high
 
 
 def test_similarity_plot_beyond_2048_positions_keeps_every_distance() -> None:
@@ -200,6 +223,56 @@ def test_precision_plot_curves() -> None:
     assert recipe32[-1] == last.method("float32 recipe").max_error
 
 
+def _shift_curves(fig: Figure) -> dict[str, Any]:
+    """The data curves of a shift_plot figure by label (the grey guides have no marker)."""
+    lines = fig.axes[0].get_lines()
+    return {line.get_label(): line for line in lines if line.get_marker() != "None"}
+
+
+def test_shift_plot_draws_check_shift_for_each_table_and_shift() -> None:
+    fig = plot.shift_plot(10**4, 16, shifts=[1, 7], base=100.0, convention="marian")
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    curves = _shift_curves(fig)
+    tables = ("posenc, float64", "posenc, float32", "float32 recipe")
+    assert set(curves) == {f"{t}, k = {k}" for t in tables for k in (1, 7)}
+    x = curves["posenc, float32, k = 1"].get_xdata()
+    assert (x[0], x[-1]) == (10, 10**4)
+    # one point: the residual over positions P .. P+63 of each table
+    i = 3
+    positions = np.arange(x[i], x[i] + 64 + 7)
+    built = {
+        "posenc, float64": posenc.sinusoidal(
+            positions, 16, base=100.0, convention="marian", dtype=np.float64
+        ),
+        "posenc, float32": posenc.sinusoidal(positions, 16, base=100.0, convention="marian"),
+        "float32 recipe": analysis.float32_recipe(positions, 16, base=100.0, convention="marian"),
+    }
+    for label, table in built.items():
+        expected = analysis.check_shift(table[: 64 + 7], 7, base=100.0, convention="marian")
+        assert curves[f"{label}, k = 7"].get_ydata()[i] == expected
+    guides = [line for line in ax.get_lines() if line.get_marker() == "None"]
+    assert len(guides) == 3
+    assert all(line.get_color() == "tab:gray" for line in guides)
+
+
+def test_shift_plot_shows_the_float32_recipe_drifting() -> None:
+    curves = _shift_curves(plot.shift_plot(10**6, 64, shifts=[3]))
+    ours64 = np.asarray(curves["posenc, float64, k = 3"].get_ydata())
+    ours32 = np.asarray(curves["posenc, float32, k = 3"].get_ydata())
+    recipe = np.asarray(curves["float32 recipe, k = 3"].get_ydata())
+    assert np.all(ours64 < 1e-9)
+    assert np.all(ours32 <= (1 + math.sqrt(2)) * 2.0**-25)  # float32 storage only
+    assert recipe[-1] > 1e-2  # angle rounding grows with the position
+    assert recipe[-1] > 100 * recipe[0]
+    assert np.all(recipe > ours32)
+
+
+def test_shift_plot_repeated_shifts_count_once() -> None:
+    curves = _shift_curves(plot.shift_plot(100, 8, shifts=(2, 2, 5)))
+    assert len(curves) == 6
+
+
 @pytest.mark.parametrize(
     ("kind", "suffix", "as_str"),
     [
@@ -207,6 +280,7 @@ def test_precision_plot_curves() -> None:
         ("sinusoids", ".svg", True),
         ("wavelengths", ".SVG", False),
         ("precision", ".PNG", True),
+        ("shift", ".svg", False),
     ],
 )
 def test_saving_writes_the_format_of_the_suffix(
@@ -265,6 +339,19 @@ def test_path_without_suffix_or_of_the_wrong_type() -> None:
         (lambda: plot.precision_plot(5, 8), ValueError, r"max_position must be an integer >= 10"),
         (lambda: plot.precision_plot(2**53 + 1, 8), ValueError, r"max_position must be at most"),
         (lambda: plot.precision_plot(100, 8, convention=3), TypeError, r"convention must be a"),
+        (lambda: plot.shift_plot(5, 8), ValueError, r"max_position must be an integer >= 10"),
+        (lambda: plot.shift_plot(100, 8, shifts=[]), ValueError, r"shifts must hold 1 to 6"),
+        (lambda: plot.shift_plot(100, 8, shifts=range(1, 8)), ValueError, r"1 to 6 distinct"),
+        (lambda: plot.shift_plot(100, 8, shifts=[0]), ValueError, r"shifts must be an integer"),
+        (lambda: plot.shift_plot(100, 8, shifts=[1.5]), TypeError, r"shifts must be an integer"),
+        (lambda: plot.shift_plot(100, 8, shifts="1"), TypeError, r"shifts must be a sequence"),
+        (lambda: plot.shift_plot(100, 8, shifts=[10_001]), ValueError, r"at most 10000"),
+        (lambda: plot.shift_plot(2**53, 8), ValueError, r"must be at most 2\*\*53"),
+        (
+            lambda: plot.shift_plot(100, 1, convention="tensor2tensor"),
+            ValueError,
+            r"d_model must be >= 2 under convention 'tensor2tensor'",
+        ),
         (
             lambda: plot.wavelength_plot(1, convention="tensor2tensor"),
             ValueError,
@@ -287,7 +374,7 @@ def test_no_pyplot_and_no_open_figures() -> None:
     code = (
         "import sys, posenc.plot as p\n"
         "for name, f in p.PLOTS.items():\n"
-        "    f(**({'max_position': 100} if name == 'precision' else {}), d_model=8)\n"
+        "    f(**({'max_position': 100} if name in ('precision', 'shift') else {}), d_model=8)\n"
         "print('matplotlib.pyplot' in sys.modules)\n"
         "import matplotlib.pyplot as plt\n"
         "print(plt.get_fignums())\n"
@@ -304,5 +391,5 @@ def test_missing_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch)
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     monkeypatch.delitem(sys.modules, "posenc.plot")
-    with pytest.raises(ImportError, match=r"pip install 'posenc\[plot\]'"):
+    with pytest.raises(ImportError, match=r"pip install matplotlib .*pip install '\.\[plot\]'"):
         importlib.import_module("posenc.plot")

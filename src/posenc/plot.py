@@ -9,7 +9,7 @@ write the figure to a file (the format follows the suffix).
 
 >>> from posenc.plot import PLOTS, heatmap
 >>> sorted(PLOTS)
-['heatmap', 'precision', 'similarity', 'sinusoids', 'wavelengths']
+['heatmap', 'precision', 'shift', 'similarity', 'sinusoids', 'wavelengths']
 >>> fig = heatmap(50, 32)
 >>> fig.axes[0].get_xlabel()
 'channel (index)'
@@ -41,6 +41,16 @@ from . import analysis
 from ._checks import check_base, check_int
 from ._conventions import ConventionName, get_convention
 from ._features import channel_frequency_index, channel_kinds, feature_slices
+from ._figure_data import (
+    SHIFT_TABLES,
+    SHIFT_WINDOW,
+    check_channels,
+    check_shifts,
+    default_channels,
+    difference_cover,
+    precision_grid,
+    shift_residuals,
+)
 from ._frequencies import frequencies
 from ._sinusoidal import sinusoidal
 
@@ -48,6 +58,7 @@ __all__ = [
     "PLOTS",
     "heatmap",
     "precision_plot",
+    "shift_plot",
     "similarity_plot",
     "sinusoids",
     "wavelength_plot",
@@ -59,8 +70,8 @@ FORMATS = (".png", ".svg")
 _DPI = 100  # screen dpi of the figure; PNG files are written at _SAVE_DPI
 _SAVE_DPI = 150
 _DIVERGING = "RdBu_r"
+_SEQUENTIAL = "viridis"
 _DOTTED_LENGTH = 200  # sinusoids(): up to this length, integer positions are drawn as dots
-_MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
 
 
 # --------------------------------------------------------------------------- helpers
@@ -168,7 +179,7 @@ def heatmap(
         vmin=-1.0,
         vmax=1.0,
         aspect="auto",
-        interpolation="nearest" if table.size <= 250_000 else "antialiased",
+        interpolation="auto",  # nearest when each cell is >= 3 pixels, else anti-aliased
         extent=(-0.5, d_model - 0.5, length - 0.5, -0.5),
     )
     ax.set_xlabel("channel (index)")
@@ -179,39 +190,6 @@ def heatmap(
     colorbar = fig.colorbar(image, ax=ax)
     colorbar.set_label("PE value (dimensionless)")
     return _finish(fig, target)
-
-
-def _check_channels(channels: Any, d_model: int) -> list[int]:
-    """A non-empty sequence of distinct channel indices in ``[0, d_model)``."""
-    if isinstance(channels, str) or not isinstance(channels, Sequence | np.ndarray):
-        raise TypeError(f"channels must be None or a sequence of channel indices, got {channels!r}")
-    values = [check_int("channels", c, minimum=0) for c in np.asarray(channels).tolist()]
-    if not values:
-        raise ValueError("channels must name at least one channel, got an empty sequence")
-    bad = [c for c in values if c >= d_model]
-    if bad:
-        raise ValueError(
-            f"channels must lie in 0 .. d_model-1 = {d_model - 1}, got {bad[0]} among them"
-        )
-    return list(dict.fromkeys(values))
-
-
-def _default_channels(length: int, d_model: int, convention: str, lam: Any) -> list[int]:
-    """The sin channels of up to five frequencies, spread evenly over the schedule.
-
-    Only frequencies with at most 20 periods in ``length`` positions are eligible (faster
-    ones fill the axes with solid colour); at least the slowest one is kept.
-    """
-    layout = feature_slices(d_model, convention)
-    sin_channels = list(range(d_model)[layout.sin])
-    if not sin_channels:  # d_model = 1 under tensor2tensor: only a zero column
-        return [0]
-    wavelength = np.asarray(lam, dtype=np.float64)[: len(sin_channels)]
-    eligible = np.flatnonzero(wavelength >= length / _MAX_PERIODS)
-    if eligible.size == 0:
-        eligible = np.array([int(np.argmax(wavelength))])
-    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, 5)).astype(int))
-    return [sin_channels[int(eligible[i])] for i in picks]
 
 
 def sinusoids(
@@ -249,11 +227,11 @@ def sinusoids(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = _convention_name(convention)
-    picked = None if channels is None else _check_channels(channels, d_model)
+    picked = None if channels is None else check_channels(channels, d_model)
     target = _check_path(path)
     lam = analysis.wavelengths(d_model, base=base, convention=name).wavelengths
     if picked is None:
-        picked = _default_channels(length, d_model, name, lam)
+        picked = default_channels(length, d_model, name, lam)
 
     positions = np.arange(length)
     table = sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64)
@@ -363,15 +341,15 @@ def wavelength_plot(
 _MATRIX_POSITIONS = 2048
 
 
-def _difference_cover(length: int) -> npt.NDArray[np.int64]:
-    """Few positions in ``0 .. length-1`` whose differences include every ``0 .. length-1``.
-
-    ``{0 .. a-1} ∪ {0, a, 2a, ...} ∪ {length-1}`` with ``a ≈ sqrt(length)``: about
-    ``2·sqrt(length)`` positions instead of ``length``.
-    """
-    step = max(1, int(np.ceil(np.sqrt(length))))
-    parts = [np.arange(step), np.arange(0, length, step), np.array([length - 1])]
-    return np.unique(np.concatenate(parts)).astype(np.int64)
+def _fitted_scale(values: npt.NDArray[np.float64]) -> tuple[str, float, float]:
+    """(colour map, vmin, vmax) fitted to the finite values: sequential from the smallest to
+    the largest when none is negative, diverging and centred at 0 otherwise."""
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if low >= 0.0:
+        return _SEQUENTIAL, low, high if high > low else low + 1.0
+    top = max(-low, high)
+    return _DIVERGING, -top, top
 
 
 def similarity_plot(
@@ -385,9 +363,11 @@ def similarity_plot(
 ) -> Figure:
     """Two panels: the similarity of every pair of positions, and its mean against distance.
 
-    Both come from :func:`posenc.analysis.similarity`. Left: the ``(length, length)`` matrix
-    on a diverging scale centred at 0, with a colour bar. Right: the profile, the mean
-    similarity of the pairs at each distance ``|p - q|``.
+    Both come from :func:`posenc.analysis.similarity`. Left: the ``(length, length)`` matrix,
+    its colour scale fitted to its values: sequential (``viridis``, from the smallest value to
+    the largest) when none is negative, diverging (``RdBu_r``) centred at 0 otherwise, with a
+    labelled colour bar. Right: the profile, the mean similarity of the pairs at each
+    distance ``|p - q|``.
 
     Above 2048 positions the matrix is drawn from 2048 evenly spaced positions (more than a
     screen shows), and the profile from about ``2·sqrt(length)`` positions whose differences
@@ -426,7 +406,7 @@ def similarity_plot(
         grid = np.unique(np.round(np.linspace(0, length - 1, _MATRIX_POSITIONS)).astype(np.int64))
         shown = analysis.similarity(grid, d_model, base=base, convention=name, metric=metric)
         profile = analysis.similarity(
-            _difference_cover(length), d_model, base=base, convention=name, metric=metric
+            difference_cover(length), d_model, base=base, convention=name, metric=metric
         )
 
     what = "dot product" if metric == "dot" else "cosine similarity"
@@ -434,19 +414,15 @@ def similarity_plot(
     left, right = fig.subplots(1, 2, width_ratios=(1.0, 1.15))
 
     matrix = shown.matrix
-    if metric == "cosine":
-        vmax = 1.0
-    else:
-        finite = np.abs(matrix[np.isfinite(matrix)])
-        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    cmap, vmin, vmax = _fitted_scale(matrix)
     first, last = int(shown.positions[0]), int(shown.positions[-1])
     half = 0.5 * (last - first) / max(len(shown.positions) - 1, 1)
     image = left.imshow(
         matrix,
-        cmap=_DIVERGING,
-        vmin=-vmax,
+        cmap=cmap,
+        vmin=vmin,
         vmax=vmax,
-        interpolation="nearest" if matrix.shape[0] <= 500 else "antialiased",
+        interpolation="auto",  # nearest when each cell is >= 3 pixels, else anti-aliased
         extent=(first - half, last + half, last + half, first - half),
     )
     left.xaxis.set_major_locator(_index_locator())
@@ -469,16 +445,8 @@ def similarity_plot(
     right.grid(alpha=0.3)
     right.set_title("similarity vs distance")
 
-    fig.suptitle(f"Similarity of encodings ({metric})\n{_setting(d_model, base, name)}")
+    fig.suptitle(f"Similarity of encodings ({what})\n{_setting(d_model, base, name)}")
     return _finish(fig, target)
-
-
-def _precision_grid(max_position: int, per_decade: int = 4) -> npt.NDArray[np.int64]:
-    """Integers on a log grid from ``min(10, max_position)`` to ``max_position``."""
-    low = min(10, max_position)
-    count = max(2, int(np.ceil(np.log10(max_position / low) * per_decade)) + 1)
-    grid = np.round(np.geomspace(low, max_position, count)).astype(np.int64)
-    return np.unique(grid)
 
 
 #: (label, precision_report dtype, method name, colour, line style) of each precision curve.
@@ -531,7 +499,7 @@ def precision_plot(
     _require_frequencies(d_model, base, name)
     target = _check_path(path)
 
-    grid = _precision_grid(max_position)
+    grid = precision_grid(max_position)
     errors: dict[str, list[float]] = {curve[0]: [] for curve in _PRECISION_CURVES}
     for length in grid:
         reports = {
@@ -570,11 +538,110 @@ def precision_plot(
     return _finish(fig, target)
 
 
+#: Marker of each shift and colour of each table (``SHIFT_TABLES``) in :func:`shift_plot`.
+_SHIFT_MARKERS = ("o", "s", "^", "v", "D", "P")
+_SHIFT_COLOURS = ("tab:green", "tab:blue", "tab:orange")
+
+
+def shift_plot(
+    max_position: int = 10**6,
+    d_model: int = 128,
+    *,
+    shifts: Sequence[int] = (1, 10, 100),
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """How well ``PE[p+k] = M_k @ PE[p]`` holds against position, log-log.
+
+    M_k is :func:`posenc.analysis.shift_matrix`, the exact rotation by ``k`` positions. For
+    each ``P`` on a log grid (4 per decade, from 10 up to ``max_position``) and each shift
+    ``k``, :func:`posenc.analysis.check_shift` gives ``max |PE[p+k] - M_k @ PE[p]|`` over the
+    64 positions ``p = P .. P+63`` and all channels, for three tables of those positions:
+    posenc's in float64, posenc's in float32 and the float32 recipe
+    (:func:`posenc.analysis.float32_recipe`). Colour is the table, the marker the shift.
+
+    Grey lines are the scales that explain the curves: ``p·2^-53`` and ``p·2^-24``, the
+    bound on one rounding of the angle ``p·ω`` (ω = 1) in float64 and in float32 arithmetic,
+    drawn for the largest position compared (``p = P + 63 + max(shifts)``, which is why the
+    curves level off below P ≈ 100), and ``(1 + √2)·2^-25`` ≈ 7.2e-8, the most that rounding
+    the stored values to float32 can add (half a unit in the last place on ``PE[p+k]``, √2
+    times that through the rotation).
+
+    Args:
+        max_position: the largest ``P``, an integer >= 10; positions up to
+            ``max_position + 63 + max(shifts)`` must not exceed 2**53.
+        d_model: number of channels, an integer >= 1 (>= 2 under ``tensor2tensor``).
+        shifts: one to six distinct integer shifts ``k`` in ``1 .. 10_000``.
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure`. A residual of exactly 0 is not drawn (log scale).
+
+    >>> fig = shift_plot(10**4, 16, shifts=[1, 5])
+    >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale()
+    ('log', 'log')
+    """
+    max_position = check_int("max_position", max_position, minimum=10)
+    d_model = check_int("d_model", d_model, minimum=1)
+    picked = check_shifts(shifts)
+    if max_position + SHIFT_WINDOW - 1 + max(picked) > 2**53:
+        raise ValueError(
+            f"max_position + 63 + max(shifts) must be at most 2**53, got {max_position} and "
+            f"shifts up to {max(picked)}"
+        )
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    _require_frequencies(d_model, base, name)
+    target = _check_path(path)
+
+    grid = precision_grid(max_position)
+    residuals = shift_residuals(grid, picked, d_model, base, name)
+
+    fig = _new_figure(10.0, 5.8)
+    ax = fig.add_subplot()
+    for label, colour in zip(SHIFT_TABLES, _SHIFT_COLOURS, strict=True):
+        for k, marker in zip(picked, _SHIFT_MARKERS, strict=False):
+            values = np.asarray(residuals[(label, k)], dtype=np.float64)
+            values = np.where(values > 0, values, np.nan)  # log scale cannot show 0
+            ax.plot(
+                grid,
+                values,
+                color=colour,
+                marker=marker,
+                markersize=4,
+                lw=1.0,
+                fillstyle="none",
+                label=f"{label}, k = {k}",
+            )
+    last = (grid + SHIFT_WINDOW - 1 + max(picked)).astype(np.float64)  # largest p compared
+    guides = (
+        (last * 2.0**-53, "--", "p·2⁻⁵³: one float64 rounding of the angle"),
+        (last * 2.0**-24, "-.", "p·2⁻²⁴: one float32 rounding of the angle"),
+        (np.full(grid.shape, (1 + np.sqrt(2)) * 2.0**-25), ":", "(1+√2)·2⁻²⁵: float32 storage"),
+    )
+    for level, style, label in guides:
+        ax.plot(grid, level, color="tab:gray", ls=style, lw=1.0, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"P: residual over positions p = P .. P+{SHIFT_WINDOW - 1} (tokens)")
+    ax.set_ylabel("max |PE[p+k] - M_k·PE[p]| (PE units)")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    ax.set_title(
+        f"Shift property PE[p+k] = M_k·PE[p]: residual vs position\n{_setting(d_model, base, name)}"
+    )
+    return _finish(fig, target)
+
+
 _PlotFunction = Callable[..., Figure]
 
 #: Name → figure function, as used by ``posenc plot KIND``: ``"heatmap"`` (:func:`heatmap`),
 #: ``"sinusoids"`` (:func:`sinusoids`), ``"wavelengths"`` (:func:`wavelength_plot`),
-#: ``"similarity"`` (:func:`similarity_plot`) and ``"precision"`` (:func:`precision_plot`).
+#: ``"similarity"`` (:func:`similarity_plot`), ``"precision"`` (:func:`precision_plot`) and
+#: ``"shift"`` (:func:`shift_plot`).
 #: Every function takes ``base=``, ``convention=`` and ``path=`` keywords and returns a Figure.
 PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
     {
@@ -583,5 +650,6 @@ PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
         "wavelengths": wavelength_plot,
         "similarity": similarity_plot,
         "precision": precision_plot,
+        "shift": shift_plot,
     }
 )

@@ -22,13 +22,17 @@ from ._common import add_subcommand
 
 HELP = "a small table, a toy batch and every property of the encoding, checked; figures"
 
+#: The one d_model of every figure (and of the properties printed): the paper's base model.
+D_MODEL = 512
+
 # The figures written by the demo: file stem → (plot kind, keyword arguments).
 FIGURES: dict[str, tuple[str, dict[str, Any]]] = {
-    "heatmap": ("heatmap", {"length": 200, "d_model": 128}),
-    "sinusoids": ("sinusoids", {"length": 200, "d_model": 128}),
-    "wavelengths": ("wavelengths", {"d_model": 512}),
-    "similarity": ("similarity", {"length": 200, "d_model": 128}),
-    "precision": ("precision", {"max_position": 10**7, "d_model": 512}),
+    "heatmap": ("heatmap", {"length": 200, "d_model": D_MODEL}),
+    "sinusoids": ("sinusoids", {"length": 200, "d_model": D_MODEL}),
+    "wavelengths": ("wavelengths", {"d_model": D_MODEL}),
+    "shift": ("shift", {"max_position": 10**7, "d_model": D_MODEL}),
+    "similarity": ("similarity", {"length": 200, "d_model": D_MODEL, "metric": "cosine"}),
+    "precision": ("precision", {"max_position": 10**7, "d_model": D_MODEL}),
 }
 
 
@@ -91,8 +95,8 @@ def _toy_batch() -> None:
 
 
 def _properties() -> None:
-    _heading("3. The properties of the encoding, checked (d_model = 512, base 10000)")
-    d = 512
+    d = D_MODEL
+    _heading(f"3. The properties of the encoding, checked (d_model = {d}, base 10000)")
     w = analysis.wavelengths(d)
     ratio = w.ratio if w.ratio is not None else float("nan")  # None only when d_model < 4
     print(
@@ -103,19 +107,22 @@ def _properties() -> None:
         f"  (largest deviation from that ratio: {np.max(np.abs(w.ratios / ratio - 1)):.1e})"
     )
 
-    length = 1024
-    table64 = sinusoidal(length, d, dtype=np.float64)
-    table32 = sinusoidal(length, d)
-    residuals = [
-        (k, analysis.check_shift(table64, k), analysis.check_shift(table32, k))
-        for k in (1, 10, 100)
-    ]
     print(
-        f"PE[p+k] is a fixed linear map (rotation) M_k of PE[p]: max |PE[p+k] - M_k PE[p]| over "
-        f"p < {length}:"
+        "PE[p+k] is a fixed linear map (rotation) M_k of PE[p]: max |PE[p+k] - M_k PE[p]| over "
+        "1024 positions from p0:"
     )
-    for k, r64, r32 in residuals:
-        print(f"  k = {k:>3}: {r64:.1e} (float64 table), {r32:.1e} (float32 table)")
+    for start in (0, 10**6):
+        positions = np.arange(start, start + 1024)
+        tables = {
+            "float64 table": sinusoidal(positions, d, dtype=np.float64),
+            "float32 table": sinusoidal(positions, d),
+            "float32 recipe": analysis.float32_recipe(positions, d),
+        }
+        for k in (1, 100):
+            print(
+                f"  p0 = {start:>9,}, k = {k:>3}: "
+                + ", ".join(f"{analysis.check_shift(t, k):.1e} ({n})" for n, t in tables.items())
+            )
 
     sim = analysis.similarity(200, d, metric="cosine")
     at = {k: float(sim.profile[k]) for k in (0, 1, 2, 5, 10, 50, 100)}

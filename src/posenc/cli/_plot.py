@@ -1,6 +1,7 @@
 """``posenc plot KIND``: draw one of the figures of :mod:`posenc.plot` to a PNG or SVG file.
 
-Kinds: heatmap, sinusoids, wavelengths, similarity, precision (see ``posenc.plot.PLOTS``).
+Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift (see
+``posenc.plot.PLOTS``).
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
 Needs matplotlib: ``pip install matplotlib``.
 """
@@ -15,9 +16,9 @@ from typing import Any
 
 from ._common import add_encoding_options, add_subcommand
 
-HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision) to PNG or SVG"
+HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision, shift) to PNG/SVG"
 
-KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision")
+KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision", "shift")
 
 # Command-line option → keyword argument of the plot functions.
 _OPTIONAL = {
@@ -25,6 +26,7 @@ _OPTIONAL = {
     "max_position": "max_position",
     "channels": "channels",
     "metric": "metric",
+    "shifts": "shifts",
 }
 
 
@@ -34,7 +36,7 @@ def add_parser(sub: Any) -> None:
     add_encoding_options(parser, d_model=128)
     parser.add_argument("--length", type=int, metavar="L", help="positions 0 .. L-1 shown")
     parser.add_argument(
-        "--max-position", type=int, metavar="P", help="largest position (precision plot)"
+        "--max-position", type=int, metavar="P", help="largest position (precision, shift plots)"
     )
     parser.add_argument(
         "--channels",
@@ -42,6 +44,9 @@ def add_parser(sub: Any) -> None:
         help="comma-separated channels to draw (sinusoids plot)",
     )
     parser.add_argument("--metric", choices=("dot", "cosine"), help="similarity measure")
+    parser.add_argument(
+        "--shifts", metavar="LIST", help="comma-separated shifts k, e.g. 1,10,100 (shift plot)"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -65,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
         if keyword not in accepted:
             flag = "--" + option.replace("_", "-")
             raise ValueError(f"{flag} does not apply to the {args.kind} plot")
-        if option == "channels":
-            value = _channels(value)
+        if option in ("channels", "shifts"):
+            value = _integers(f"--{option}", value)
         kwargs[keyword] = value
     out = args.out if args.out is not None else Path(f"{args.kind}.png")
     function(**{k: v for k, v in kwargs.items() if k in accepted}, path=out)
@@ -74,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _channels(text: str) -> list[int]:
+def _integers(flag: str, text: str) -> list[int]:
     try:
         return [int(c) for c in text.split(",")]
     except ValueError:
-        raise ValueError(f"--channels must be comma-separated integers, got {text!r}") from None
+        raise ValueError(f"{flag} must be comma-separated integers, got {text!r}") from None

@@ -1,0 +1,114 @@
+"""The numbers and checks behind the figures of :mod:`posenc.plot` (NumPy only).
+
+``posenc.plot`` draws; this module picks what to draw: default channels, the position grids,
+the subset of positions whose differences cover every distance, and the shift residuals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import analysis
+from ._checks import check_int
+from ._conventions import ConventionName
+from ._features import feature_slices
+from ._sinusoidal import sinusoidal
+
+MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
+SHIFT_WINDOW = 64  # shift_plot(): consecutive positions checked at each grid point
+MAX_SHIFT = 10_000
+MAX_SHIFTS = 6
+#: The tables shift_plot() checks, in the order shift_residuals() builds them.
+SHIFT_TABLES = ("posenc, float64", "posenc, float32", "float32 recipe")
+
+
+def check_channels(channels: Any, d_model: int) -> list[int]:
+    """A non-empty sequence of distinct channel indices in ``[0, d_model)``."""
+    if isinstance(channels, str) or not isinstance(channels, Sequence | np.ndarray):
+        raise TypeError(f"channels must be None or a sequence of channel indices, got {channels!r}")
+    values = [check_int("channels", c, minimum=0) for c in np.asarray(channels).tolist()]
+    if not values:
+        raise ValueError("channels must name at least one channel, got an empty sequence")
+    bad = [c for c in values if c >= d_model]
+    if bad:
+        raise ValueError(
+            f"channels must lie in 0 .. d_model-1 = {d_model - 1}, got {bad[0]} among them"
+        )
+    return list(dict.fromkeys(values))
+
+
+def default_channels(length: int, d_model: int, convention: str, lam: Any) -> list[int]:
+    """The sin channels of up to five frequencies, spread evenly over the schedule.
+
+    Only frequencies with at most 20 periods in ``length`` positions are eligible (faster
+    ones fill the axes with solid colour); at least the slowest one is kept.
+    """
+    layout = feature_slices(d_model, convention)
+    sin_channels = list(range(d_model)[layout.sin])
+    if not sin_channels:  # d_model = 1 under tensor2tensor: only a zero column
+        return [0]
+    wavelength = np.asarray(lam, dtype=np.float64)[: len(sin_channels)]
+    eligible = np.flatnonzero(wavelength >= length / MAX_PERIODS)
+    if eligible.size == 0:
+        eligible = np.array([int(np.argmax(wavelength))])
+    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, 5)).astype(int))
+    return [sin_channels[int(eligible[i])] for i in picks]
+
+
+def difference_cover(length: int) -> npt.NDArray[np.int64]:
+    """Few positions in ``0 .. length-1`` whose differences include every ``0 .. length-1``.
+
+    ``{0 .. a-1} ∪ {0, a, 2a, ...} ∪ {length-1}`` with ``a ≈ sqrt(length)``: about
+    ``2·sqrt(length)`` positions instead of ``length``.
+    """
+    step = max(1, int(np.ceil(np.sqrt(length))))
+    parts = [np.arange(step), np.arange(0, length, step), np.array([length - 1])]
+    return np.unique(np.concatenate(parts)).astype(np.int64)
+
+
+def precision_grid(max_position: int, per_decade: int = 4) -> npt.NDArray[np.int64]:
+    """Integers on a log grid from ``min(10, max_position)`` to ``max_position``."""
+    low = min(10, max_position)
+    count = max(2, int(np.ceil(np.log10(max_position / low) * per_decade)) + 1)
+    grid = np.round(np.geomspace(low, max_position, count)).astype(np.int64)
+    return np.unique(grid)
+
+
+def check_shifts(shifts: Any) -> list[int]:
+    """A sequence of one to six distinct shifts in ``1 .. 10_000`` (repeats dropped)."""
+    if isinstance(shifts, str) or not isinstance(shifts, Sequence | np.ndarray):
+        raise TypeError(f"shifts must be a sequence of positive integers, got {shifts!r}")
+    values = list(dict.fromkeys(check_int("shifts", k, minimum=1) for k in shifts))
+    if not 1 <= len(values) <= MAX_SHIFTS:
+        raise ValueError(f"shifts must hold 1 to {MAX_SHIFTS} distinct shifts, got {shifts!r}")
+    if max(values) > MAX_SHIFT:
+        raise ValueError(f"shifts must be at most {MAX_SHIFT}, got {max(values)}")
+    return values
+
+
+def shift_residuals(
+    grid: npt.NDArray[np.int64], shifts: list[int], d_model: int, base: float, name: ConventionName
+) -> dict[tuple[str, int], list[float]]:
+    """``check_shift`` over positions ``P .. P+63`` for each ``P`` in ``grid``.
+
+    Keyed by (table in :data:`SHIFT_TABLES`, shift); one value per grid point.
+    """
+    residuals: dict[tuple[str, int], list[float]] = {}
+    span = SHIFT_WINDOW + max(shifts)
+    for start in grid:
+        positions = np.arange(int(start), int(start) + span)
+        tables = (
+            sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64),
+            sinusoidal(positions, d_model, base=base, convention=name),
+            analysis.float32_recipe(positions, d_model, base=base, convention=name),
+        )
+        for label, table in zip(SHIFT_TABLES, tables, strict=True):
+            for k in shifts:
+                rows = table[: SHIFT_WINDOW + k]
+                value = analysis.check_shift(rows, k, base=base, convention=name)
+                residuals.setdefault((label, k), []).append(value)
+    return residuals
