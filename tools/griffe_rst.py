@@ -13,8 +13,7 @@ The docstrings are Google style with a little reStructuredText, written to read 
 
 It also gives module constants their ``#:`` comment as docstring (as Sphinx does), leaves out
 special methods and instance attributes that have no docstring (``__repr__``, ``self.base``:
-the constructor's parameters document them), and shows an exported
-name that Griffe took for the submodule of the same name as the object Python binds to it.
+the constructor's parameters document them).
 """
 
 from __future__ import annotations
@@ -265,44 +264,6 @@ def to_markdown(text: str, obj: griffe.Object) -> str:
     return _roles("\n".join(lines), obj)
 
 
-def _find(root: griffe.Module, path: str) -> griffe.Object | griffe.Alias | None:
-    """The object at ``path`` (absolute), walking the members from ``root``."""
-    names = path.split(".")
-    if names[0] != root.name:
-        return None
-    obj: griffe.Object | griffe.Alias = root
-    for name in names[1:]:
-        if name not in obj.members:
-            return None
-        obj = obj.members[name]
-    return obj
-
-
-def _unshadow(pkg: griffe.Module) -> None:
-    """Exported names that Griffe took for the submodule of the same name, as Python sees them.
-
-    ``from .sinusoidal import sinusoidal`` in a package makes ``package.sinusoidal`` the function
-    in Python, but Griffe keeps the submodule, so the reference would miss the function. Each
-    exported name bound by such an import becomes an alias of the imported object again.
-    """
-    modules = [pkg]
-    fixes: list[tuple[griffe.Module, str, griffe.Object | griffe.Alias]] = []
-    while modules:
-        module = modules.pop()
-        exports = {str(name) for name in module.exports or ()}
-        for name, member in module.members.items():
-            if member.is_alias or not member.is_module:
-                continue
-            modules.append(member)  # type: ignore[arg-type]
-            imported = module.imports.get(name)
-            if name in exports and imported and imported != member.path:
-                target = _find(pkg, imported)
-                if target is not None:
-                    fixes.append((module, name, target))
-    for module, name, target in fixes:
-        module.set_member(name, griffe.Alias(name, target, parent=module))
-
-
 def _doc_comment(obj: griffe.Object) -> str | None:
     """The ``#:`` comment lines right above an attribute's assignment, if any."""
     if obj.filepath is None or obj.lineno is None or isinstance(obj.filepath, list):
@@ -340,8 +301,7 @@ def _rewrite(obj: griffe.Object) -> None:
 
 
 class RstMarkup(griffe.Extension):
-    """Rewrites every docstring of the loaded package, then fixes shadowed exports."""
+    """Rewrites every docstring of the loaded package."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         _rewrite(pkg)
-        _unshadow(pkg)
