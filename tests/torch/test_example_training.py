@@ -173,7 +173,7 @@ def test_main_prints_one_row_per_encoding(
     assert example.main([*argv, "--seeds=2", "--seed=3", "--encodings", "none"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].endswith("; seeds 3-4")
-    assert lines[2] == "token accuracy: mean ± standard deviation over the seeds (min-max)"
+    assert lines[2] == "token accuracy: mean ± standard deviation over 2 random seeds (min-max)"
     row = lines[4].split()
     assert row[0] == "none"
     assert row[2] == "±"
