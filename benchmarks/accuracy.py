@@ -8,7 +8,7 @@ For each length L it samples the last 32 positions below L and 32 random ones, e
 ``d_model`` channels exactly (mpmath, 40 digits) and reports the max absolute error of
 
 - posenc: ``posenc.sinusoidal(..., dtype=float32)`` (float64 angles, one rounding);
-- the float32 recipe of seed 000 / the PyTorch tutorial (``exp(arange * -log(10000)/d)``),
+- the PyTorch tutorial recipe, angles in float32 (``exp(arange * -log(10000)/d)``),
   evaluated in NumPy float32 (:func:`posenc.analysis.float32_recipe`).
 """
 

@@ -17,15 +17,16 @@ Rows, per dtype:
   from left padding);
 - the in-place inference path: ``module.add_(x)`` and ``module(x, out=buf)``;
 - training, dropout p = 0.1, ``x.requires_grad``: forward, and forward + backward;
-- peers: the seed 000 module (``PositionalEncoding`` of /work/shared/seeds/000_c98bfbb6cde76317.txt,
-  the PyTorch tutorial's, re-typed below) in fp32, cast to bf16, and not cast with a bf16
-  input (its output silently becomes fp32); ``positional_encodings``'
-  ``Summer(PositionalEncoding1D(d))`` (cached table); seed 000 in training (and, in the full
-  run, the same under ``torch.compile``, measured last with its own clone/copy_ references).
+- peers: a common tutorial implementation (a batch-first ``PositionalEncoding`` module with
+  dropout and the PyTorch tutorial recipe, re-typed below) in fp32, cast to bf16, and not cast
+  with a bf16 input (its output silently becomes fp32); ``positional_encodings``'
+  ``Summer(PositionalEncoding1D(d))`` (cached table); the tutorial module in training (and,
+  in the full run, the same under ``torch.compile``, measured last with its own clone/copy_
+  references).
 
 Then ``TransformerEmbedding`` in eval mode (token embedding x sqrt(d) + PE, fp32, vocabulary
 30000) against the clone of the output-sized tensor, next to the eager composition of
-``nn.Embedding`` x sqrt(d) and the seed 000 module.
+``nn.Embedding`` x sqrt(d) and the tutorial module.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ VOCAB = 30000
 P = 0.1
 
 
-def seed000_module(torch: Any) -> Any:
-    """The ``PositionalEncoding`` class of seed 000 (PyTorch tutorial style), re-typed."""
+def tutorial_module(torch: Any) -> Any:
+    """A common tutorial implementation: a batch-first ``PositionalEncoding`` module with
+    dropout and the PyTorch tutorial recipe, re-typed from a tutorial."""
     nn = torch.nn
 
     class PositionalEncoding(nn.Module):  # type: ignore[misc]
@@ -94,7 +96,7 @@ def _add_group(
     import posenc
     from posenc.torch import SinusoidalPositionalEncoding
 
-    seed000 = seed000_module(torch)
+    tutorial = tutorial_module(torch)
     b, s, d = base.shape
     group = f"add {name} {b}x{s}x{d}"
     x = base.to(dtype)
@@ -138,14 +140,14 @@ def _add_group(
         "per token",
     )
 
-    peer = seed000(d, s, P).eval()
+    peer = tutorial(d, s, P).eval()
     if dtype == torch.float32:
-        table.add(group, "seed 000 eval", timed(_inference(lambda: peer(x))), refs)
+        table.add(group, "tutorial module eval", timed(_inference(lambda: peer(x))), refs)
     else:
-        cast = seed000(d, s, P).to(dtype).eval()
-        label = f"seed 000 eval, module cast to {name}"
+        cast = tutorial(d, s, P).to(dtype).eval()
+        label = f"tutorial module eval, module cast to {name}"
         table.add(group, label, timed(_inference(lambda: cast(x))), refs)
-        label = f"seed 000 eval, module not cast ({name} input)"
+        label = f"tutorial module eval, module not cast ({name} input)"
         table.add(group, label, timed(_inference(lambda: peer(x))), refs, f"out {peer(x).dtype}")
     try:
         from positional_encodings.torch_encodings import PositionalEncoding1D, Summer
@@ -160,23 +162,24 @@ def _add_group(
     ours.train()
     xg = x.clone().requires_grad_()
     grad = torch.randn(b, s, d).to(dtype)
-    train_peer = seed000(d, s, P).to(dtype).train()
+    train_peer = tutorial(d, s, P).to(dtype).train()
 
     def backward(module: Any) -> None:
         xg.grad = None
         module(xg).backward(grad)
 
     table.add(group, f"posenc train p={P}, fwd", timed(lambda: ours(xg)), refs)
-    table.add(group, f"seed 000 train p={P}, fwd", timed(lambda: train_peer(xg)), refs)
+    table.add(group, f"tutorial module train p={P}, fwd", timed(lambda: train_peer(xg)), refs)
     table.add(group, f"posenc train p={P}, fwd+bwd", timed(lambda: backward(ours)), refs)
-    table.add(group, f"seed 000 train p={P}, fwd+bwd", timed(lambda: backward(train_peer)), refs)
+    label = f"tutorial module train p={P}, fwd+bwd"
+    table.add(group, label, timed(lambda: backward(train_peer)), refs)
 
 
 def _compiled_group(
     table: Table, timed: Callable[[Callable[[], Any]], Timing], base: Any, dtype: Any, name: str
 ) -> None:
-    """Seed 000 in training under ``torch.compile`` (full run only, after everything else:
-    compiling takes seconds and leaves worker processes behind)."""
+    """The tutorial module in training under ``torch.compile`` (full run only, after everything
+    else: compiling takes seconds and leaves worker processes behind)."""
     import torch
 
     b, s, d = base.shape
@@ -187,7 +190,7 @@ def _compiled_group(
     t_copy = timed(lambda: buf.copy_(x))
     refs = {"clone": t_clone, "copy_": t_copy}
     xg = x.clone().requires_grad_()
-    train_peer = seed000_module(torch)(d, s, P).to(dtype).train()
+    train_peer = tutorial_module(torch)(d, s, P).to(dtype).train()
     try:
         start = time.perf_counter()
         compiled = torch.compile(train_peer)
@@ -196,7 +199,7 @@ def _compiled_group(
         print(f"add: torch.compile row skipped ({type(exc).__name__}: {exc})")
         return
     note = f"clone/copy_ re-measured; first call (compile) {time.perf_counter() - start:.0f} s"
-    label = f"seed 000 train p={P}, fwd, torch.compile"
+    label = f"tutorial module train p={P}, fwd, torch.compile"
     table.add(group, label, timed(lambda: compiled(xg)), refs, note)
 
 
@@ -223,9 +226,9 @@ def _embedding_group(
     table.add(group, label, timed(_inference(lambda: emb(tokens))), refs, "inference_mode")
     label = "posenc TransformerEmbedding eval, grad mode"
     table.add(group, label, timed(lambda: emb(tokens)), refs, "weights need grad: unfused")
-    pe_peer = seed000_module(torch)(d, s, P).eval()
+    pe_peer = tutorial_module(torch)(d, s, P).eval()
     scale = math.sqrt(d)
-    label = "eager: nn.Embedding x sqrt(d) + seed 000"
+    label = "eager: nn.Embedding x sqrt(d) + tutorial module"
     table.add(group, label, timed(_inference(lambda: pe_peer(emb.token(tokens) * scale))), refs)
 
 

@@ -55,7 +55,7 @@ class Table:
     """Collects rows and prints them as an aligned (markdown-compatible) table.
 
     ``references`` are the ratio columns always shown; a row may bring others (``refs`` keys
-    such as ``"seed 000"``), which get a column after them in order of first appearance.
+    such as ``"tutorial recipe"``), which get a column after them in order of first appearance.
     ``note(text)`` keeps free-form paragraphs (e.g. a section's own sub-table) for
     :meth:`render_notes`.
     """

@@ -240,7 +240,7 @@ def run(table: Table, *, quick: bool) -> None:
             "output + the cache it builds (x made before)",
         ),
         (
-            "seed 000 style: float64 table then cast (reference)",
+            "tutorial recipe in float64, then cast (reference)",
             warm + "from benchmarks.tables import float64_then_cast\n",
             f"float64_then_cast({n}, {D_MODEL}, torch)",
             "",

@@ -8,15 +8,15 @@ Full run: L x d = 8192 x 1024, 9 repeats; ``--quick``: 1024 x 256, 3 repeats. Ro
 
 - hardware references on a tensor of the table's shape and dtype: ``x.clone()``,
   ``buf.copy_(x)`` and ``torch.empty(L, d).fill_(1.0)`` (writing the table, nothing else);
-- the seed 000 recipe (``PositionalEncoding.__init__`` of
-  /work/shared/seeds/000_c98bfbb6cde76317.txt, the PyTorch tutorial's fp32 recipe), re-typed;
+- the PyTorch tutorial recipe (angles in float32: ``div_term = exp(arange(0, d, 2) *
+  -(log(10000)/d))``), re-typed from the PyTorch tutorial;
 - the same recipe computed in float64, then cast to float32 (accurate, the slow way);
 - ``positional_encodings.torch_encodings.PositionalEncoding1D`` (its cache cleared per call);
 - posenc: ``posenc.torch.sinusoidal(L, d)``, the module's table build
   (``SinusoidalPositionalEncoding(d, max_len=L)``), the same table in bfloat16, and the NumPy
   core ``posenc.sinusoidal(L, d)`` next to NumPy's ``np.empty`` + ``fill``.
 
-Ratio columns: time / time of the seed 000 recipe and of ``empty`` + ``fill_`` (besides clone
+Ratio columns: time / time of the tutorial recipe and of ``empty`` + ``fill_`` (besides clone
 and copy_), all measured in this run. The note gives each method's max absolute error against
 the direct float64 table (posenc must stay within 3e-8).
 """
@@ -36,8 +36,8 @@ FULL = (8192, 1024)
 QUICK = (1024, 256)
 
 
-def seed000_recipe(length: int, d_model: int, torch: Any) -> Any:
-    """Seed 000's table (the PyTorch tutorial recipe), computed in the default fp32."""
+def tutorial_recipe(length: int, d_model: int, torch: Any) -> Any:
+    """The PyTorch tutorial recipe's table (re-typed from the tutorial), in the default fp32."""
     pe = torch.zeros(length, d_model)
     position = torch.arange(0, length, dtype=torch.float).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
@@ -90,14 +90,19 @@ def run(table: Table, *, quick: bool) -> None:
         t_clone = timed(x.clone)
         t_copy = timed(lambda: buf.copy_(x))
         t_fill = timed(lambda: torch.empty(length, d_model).fill_(1.0))
-        t_seed = timed(lambda: seed000_recipe(length, d_model, torch))
-        refs = {"clone": t_clone, "copy_": t_copy, "seed 000": t_seed, "empty+fill_": t_fill}
-        np_refs = {"seed 000": t_seed, "empty+fill_": np_fill}
+        t_recipe = timed(lambda: tutorial_recipe(length, d_model, torch))
+        refs = {
+            "clone": t_clone,
+            "copy_": t_copy,
+            "tutorial recipe": t_recipe,
+            "empty+fill_": t_fill,
+        }
+        np_refs = {"tutorial recipe": t_recipe, "empty+fill_": np_fill}
         table.add(group, "x.clone()", t_clone, refs)
         table.add(group, "buf.copy_(x)", t_copy, refs)
         table.add(group, "torch.empty + fill_ (writing the table)", t_fill, refs)
-        seed = seed000_recipe(length, d_model, torch)
-        table.add(group, "seed 000 recipe, fp32", t_seed, refs, error_note(seed))
+        recipe = tutorial_recipe(length, d_model, torch)
+        table.add(group, "tutorial recipe, fp32", t_recipe, refs, error_note(recipe))
         cast = float64_then_cast(length, d_model, torch)
         t_cast = timed(lambda: float64_then_cast(length, d_model, torch))
         table.add(group, "float64 then cast (torch)", t_cast, refs, error_note(cast))

@@ -56,7 +56,7 @@ def test_float16_is_exact_value_rounded_once() -> None:
 
 
 def test_the_float32_recipe_is_not_accurate_at_long_positions() -> None:
-    """The usual recipe (seed 000 in float32) drifts; this is what posenc fixes."""
+    """The PyTorch tutorial recipe (angles in float32) drifts; this is what posenc fixes."""
     positions = np.array([5_000, 9_999, 99_999], dtype=np.float32)
     d_model = 64
     div = np.exp(

@@ -1,7 +1,8 @@
-"""posenc's NumPy core against independent references: printed seed outputs, re-typed seed
-recipes, tensor2tensor's ``get_timing_signal_1d`` and a per-element ``math`` formula.
+"""posenc's NumPy core against independent references: values printed in tutorials, recipes
+re-typed from tutorials, tensor2tensor's ``get_timing_signal_1d`` and a per-element ``math``
+formula.
 
-Nothing here imports torch: the recipes of the seeds (which use torch) are re-typed in NumPy
+Nothing here imports torch: the tutorial recipes (which use torch) are re-typed in NumPy
 float64, and every reference value comes from a computation that does not call posenc.
 """
 
@@ -17,12 +18,13 @@ from hypothesis import strategies as st
 import posenc
 
 # ---------------------------------------------------------------------------------------------
-# Seed 001 (shared/seeds/001_412c0bd7206a0d5d.txt): printed outputs, max_len=10, embedd_dim=8.
+# A NumPy tutorial with the odd-exponent cosine bug (cos uses base^((2i+1)/d)): its printed
+# outputs, re-typed (max_len=10, embedd_dim=8).
 # ---------------------------------------------------------------------------------------------
 
-# ``term_sin`` as printed by seed 001 (np.sin(position / 10000**(even / 8)), float64 printed
-# with 8 decimals). These are the correct sine columns of the paper's encoding.
-SEED_001_TERM_SIN = np.array(
+# ``term_sin`` as printed by that tutorial (np.sin(position / 10000**(even / 8)), float64
+# printed with 8 decimals). These are the correct sine columns of the paper's encoding.
+PRINTED_TERM_SIN = np.array(
     [
         [0.0, 0.0, 0.0, 0.0],
         [0.84147098, 0.09983342, 0.00999983, 0.001],
@@ -37,9 +39,10 @@ SEED_001_TERM_SIN = np.array(
     ]
 )
 
-# ``term_cos`` as printed by seed 001. It is BUGGY: the seed divides by 10000**(odd / 8), i.e.
-# cos(p / 10000**((2i+1)/8)), instead of sharing the sine's frequency 10000**(-2i/8).
-SEED_001_TERM_COS = np.array(
+# ``term_cos`` as printed by the same tutorial. It is BUGGY: the tutorial divides by
+# 10000**(odd / 8), i.e. cos(p / 10000**((2i+1)/8)), instead of sharing the sine's frequency
+# 10000**(-2i/8).
+PRINTED_BUGGY_TERM_COS = np.array(
     [
         [1.0, 1.0, 1.0, 1.0],
         [0.95041528, 0.99950004, 0.999995, 0.99999995],
@@ -58,29 +61,29 @@ SEED_001_TERM_COS = np.array(
 PRINT_8_DECIMALS = 5e-9
 
 
-def test_seed_001_sine_columns_match_printed_values_float64():
+def test_printed_sine_columns_match_float64():
     table = posenc.sinusoidal(10, 8, dtype=np.float64)
-    np.testing.assert_allclose(table[:, 0::2], SEED_001_TERM_SIN, rtol=0, atol=PRINT_8_DECIMALS)
+    np.testing.assert_allclose(table[:, 0::2], PRINTED_TERM_SIN, rtol=0, atol=PRINT_8_DECIMALS)
 
 
-def test_seed_001_sine_columns_match_printed_values_float32():
+def test_printed_sine_columns_match_float32():
     table = posenc.sinusoidal(10, 8)
     assert table.dtype == np.float32
     # float32 rounding (<= 6e-8 for |v| <= 1) plus the print's rounding.
     np.testing.assert_allclose(
-        table[:, 0::2], SEED_001_TERM_SIN, rtol=0, atol=6e-8 + PRINT_8_DECIMALS
+        table[:, 0::2], PRINTED_TERM_SIN, rtol=0, atol=6e-8 + PRINT_8_DECIMALS
     )
 
 
-def test_seed_001_printed_cosine_is_the_odd_exponent_bug():
-    # What seed 001 printed is cos(p / 10000**((2i+1)/8)) (the bug), recomputed here with math.
+def test_printed_cosine_is_the_odd_exponent_bug():
+    # What the tutorial printed is cos(p / 10000**((2i+1)/8)) (the bug), recomputed here with math.
     buggy = np.array(
         [[math.cos(p / 10000.0 ** ((2 * i + 1) / 8)) for i in range(4)] for p in range(10)]
     )
-    np.testing.assert_allclose(SEED_001_TERM_COS, buggy, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(PRINTED_BUGGY_TERM_COS, buggy, rtol=0, atol=1e-7)
     # ... and posenc's cosine columns are not that: cos(p * 10000**(-2i/8)).
     cos_columns = posenc.sinusoidal(10, 8, dtype=np.float64)[:, 1::2]
-    assert np.max(np.abs(cos_columns - SEED_001_TERM_COS)) > 0.5
+    assert np.max(np.abs(cos_columns - PRINTED_BUGGY_TERM_COS)) > 0.5
     correct = np.array(
         [[math.cos(p * 10000.0 ** (-2 * i / 8)) for i in range(4)] for p in range(10)]
     )
@@ -88,12 +91,12 @@ def test_seed_001_printed_cosine_is_the_odd_exponent_bug():
 
 
 # ---------------------------------------------------------------------------------------------
-# Seed 004 (shared/seeds/004_3a5128ce81de41ac.txt): printed d_model=11 table, handles odd d.
+# A tutorial module that handles odd d_model: its printed d_model=11 table, re-typed.
 # ---------------------------------------------------------------------------------------------
 
 # Rows 0..4 as printed (torch's 4-decimal scientific format). The print is cut off inside
 # row 5: only its first 9 values are complete (the 10th reads "9.9998e-0").
-SEED_004_ROWS_0_4 = np.array(
+ODD_D_PRINTED_ROWS_0_4 = np.array(
     [
         [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
         [
@@ -114,7 +117,7 @@ SEED_004_ROWS_0_4 = np.array(
         ],
     ]
 )  # fmt: skip
-SEED_004_ROW_5_PARTIAL = np.array(
+ODD_D_PRINTED_ROW_5_PARTIAL = np.array(
     [
         -9.5892e-01, 2.8366e-01, 8.0573e-01, 5.9228e-01, 1.7466e-01, 9.8463e-01,
         3.2891e-02, 9.9946e-01, 6.1642e-03,
@@ -122,16 +125,16 @@ SEED_004_ROW_5_PARTIAL = np.array(
 )  # fmt: skip
 
 
-def test_seed_004_printed_odd_table():
+def test_printed_odd_d_table():
     table = posenc.sinusoidal(6, 11)
     assert table.shape == (6, 11)
     # 5 significant digits printed: half a unit of 1e-4 on values of magnitude <= 1.
-    np.testing.assert_allclose(table[:5], SEED_004_ROWS_0_4, rtol=0, atol=5e-5)
-    np.testing.assert_allclose(table[5, :9], SEED_004_ROW_5_PARTIAL, rtol=0, atol=5e-5)
+    np.testing.assert_allclose(table[:5], ODD_D_PRINTED_ROWS_0_4, rtol=0, atol=5e-5)
+    np.testing.assert_allclose(table[5, :9], ODD_D_PRINTED_ROW_5_PARTIAL, rtol=0, atol=5e-5)
 
 
-def test_seed_004_odd_d_shape_and_column_split():
-    # Seed 004's toy example: x of 7 tokens, d_model=11 -> an encoding of shape (7, 11) with
+def test_odd_d_tutorial_shape_and_column_split():
+    # The tutorial's toy batch: x of 7 tokens, d_model=11 -> an encoding of shape (7, 11) with
     # 6 sine columns (ii = 0..5) and 5 cosine columns (div[:d//2]).
     table = posenc.sinusoidal(7, 11, dtype=np.float64)
     assert table.shape == (7, 11)
@@ -139,18 +142,18 @@ def test_seed_004_odd_d_shape_and_column_split():
     assert table[:, 1::2].shape == (7, 5)
     p = np.arange(7.0)[:, None]
     ii = np.arange(6.0)
-    div = 10000.0 ** (2 * ii / 11)  # seed 004's recipe, in float64
+    div = 10000.0 ** (2 * ii / 11)  # that tutorial's recipe, in float64
     np.testing.assert_allclose(table[:, 0::2], np.sin(p / div), rtol=0, atol=1e-12)
     np.testing.assert_allclose(table[:, 1::2], np.cos(p / div[:5]), rtol=0, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------
-# Seeds 000, 002, 003 recipes, re-typed in NumPy float64.
+# Three tutorial recipes, re-typed in NumPy float64.
 # ---------------------------------------------------------------------------------------------
 
 
-def seed_000_recipe(seq_len: int, d_model: int) -> np.ndarray:
-    """Seed 000 (000_c98bfbb6cde76317.txt): div_term = exp(arange(0, d, 2) * -log(1e4)/d)."""
+def pytorch_tutorial_recipe(seq_len: int, d_model: int) -> np.ndarray:
+    """The PyTorch tutorial recipe: div_term = exp(arange(0, d, 2) * -log(1e4)/d)."""
     pe = np.zeros((seq_len, d_model))
     position = np.arange(0, seq_len, dtype=np.float64)[:, None]
     div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
@@ -159,8 +162,8 @@ def seed_000_recipe(seq_len: int, d_model: int) -> np.ndarray:
     return pe
 
 
-def seed_002_recipe(max_sequence_length: int, d_model: int) -> np.ndarray:
-    """Seed 002 (002_ee8d801cec509a95.txt): stack sin/cos of position / 10000**(even_i/d)."""
+def stacked_recipe(max_sequence_length: int, d_model: int) -> np.ndarray:
+    """A tutorial's recipe: stack sin/cos of position / 10000**(even_i/d), then flatten."""
     even_i = np.arange(0, d_model, 2, dtype=np.float64)
     denominator = np.power(10000.0, even_i / d_model)
     position = np.arange(max_sequence_length, dtype=np.float64).reshape(max_sequence_length, 1)
@@ -170,8 +173,8 @@ def seed_002_recipe(max_sequence_length: int, d_model: int) -> np.ndarray:
     return stacked.reshape(max_sequence_length, -1)  # torch.flatten(start_dim=1, end_dim=2)
 
 
-def seed_003_recipe(maxlen: int, emb_size: int) -> np.ndarray:
-    """Seed 003 (003_be5e3dc06c375272.txt): den = exp(-arange(0, d, 2) * log(10000) / d)."""
+def den_recipe(maxlen: int, emb_size: int) -> np.ndarray:
+    """A tutorial's recipe: den = exp(-arange(0, d, 2) * log(10000) / d), pos * den."""
     den = np.exp(-np.arange(0, emb_size, 2, dtype=np.float64) * math.log(10000) / emb_size)
     pos = np.arange(0, maxlen, dtype=np.float64).reshape(maxlen, 1)
     pos_embedding = np.zeros((maxlen, emb_size))
@@ -180,14 +183,18 @@ def seed_003_recipe(maxlen: int, emb_size: int) -> np.ndarray:
     return pos_embedding
 
 
-SEED_RECIPES = {"seed000": seed_000_recipe, "seed002": seed_002_recipe, "seed003": seed_003_recipe}
+TUTORIAL_RECIPES = {
+    "pytorch_tutorial": pytorch_tutorial_recipe,
+    "stacked": stacked_recipe,
+    "den": den_recipe,
+}
 
 
-@pytest.mark.parametrize("recipe", sorted(SEED_RECIPES))
+@pytest.mark.parametrize("recipe", sorted(TUTORIAL_RECIPES))
 @pytest.mark.parametrize("d_model", [2, 4, 6, 8, 10, 64, 512])
-def test_seed_recipes_even_d(recipe, d_model):
+def test_tutorial_recipes_even_d(recipe, d_model):
     length = 2048
-    reference = SEED_RECIPES[recipe](length, d_model)
+    reference = TUTORIAL_RECIPES[recipe](length, d_model)
     assert reference.shape == (length, d_model)
     table32 = posenc.sinusoidal(length, d_model)
     assert table32.dtype == np.float32
@@ -198,9 +205,9 @@ def test_seed_recipes_even_d(recipe, d_model):
     np.testing.assert_allclose(table64, reference, rtol=0, atol=1e-10)
 
 
-def test_seed_002_odd_d_has_one_column_too_many():
-    # Seed 002 stacks ceil(d/2) sin and ceil(d/2) cos columns: d_model=11 gives 12 columns.
-    reference = seed_002_recipe(50, 11)
+def test_stacked_recipe_odd_d_has_one_column_too_many():
+    # The stacked recipe has ceil(d/2) sin and ceil(d/2) cos columns: d_model=11 gives 12.
+    reference = stacked_recipe(50, 11)
     assert reference.shape == (50, 12)
     table = posenc.sinusoidal(50, 11, dtype=np.float64)
     assert table.shape == (50, 11)

@@ -223,12 +223,13 @@ def test_keras_hub_sine_position_encoding(d):
 
 
 # ---------------------------------------------------------------------------------------------
-# The accuracy gap: a float32 recipe (seed 000) versus posenc, against the float64 truth.
+# The accuracy gap: the PyTorch tutorial recipe (angles in float32) versus posenc, against
+# the float64 truth.
 # ---------------------------------------------------------------------------------------------
 
 
-def seed_000_float32(seq_len: int, d_model: int) -> torch.Tensor:
-    """Seed 000 (000_c98bfbb6cde76317.txt) PositionalEncoding.pe, as written (float32)."""
+def tutorial_recipe_float32(seq_len: int, d_model: int) -> torch.Tensor:
+    """The PyTorch tutorial recipe's table ``pe``, re-typed as written (float32)."""
     pe = torch.zeros(seq_len, d_model)
     position = torch.arange(0, seq_len, dtype=torch.float).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
@@ -248,7 +249,7 @@ def test_float32_recipe_error_versus_posenc_at_large_positions():
     truth[:, 1::2] = np.cos(p * omega)
     truth_t = torch.from_numpy(truth)
 
-    recipe = seed_000_float32(stop, d_model)[start:]
+    recipe = tutorial_recipe_float32(stop, d_model)[start:]
     recipe_error = (recipe.double() - truth_t).abs().max().item()
     assert recipe_error > 1e-4
 
