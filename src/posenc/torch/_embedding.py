@@ -62,6 +62,10 @@ class TransformerEmbedding(nn.Module):
         ``tokens`` and ``segments``: ``(b, s)`` (``(s, b)`` if not ``batch_first``) or ``(s,)``,
         integer; output ``(*tokens.shape, d)`` in the embedding dtype.
 
+    Data checks (docs/architecture.md): token and segment ids on the CPU must lie in their
+    vocabulary (``ValueError`` otherwise); ids on an accelerator are not read (the embedding
+    lookup itself fails on a bad id there); positions as in ``SinusoidalPositionalEncoding``.
+
     Speed: when no gradient is recorded (``torch.no_grad()``, ``torch.inference_mode()`` or
     frozen weights) and outside ``torch.compile``, the gather, the scaling and the additions
     run fused, block by block, into the output: one pass over memory instead of four, with

@@ -44,6 +44,11 @@ class TimestepEmbedding(nn.Module):
     plain tensor and the table is computed per call, which also works under
     ``torch.compile(fullgraph=True)``.
 
+    Data checks (docs/architecture.md): CPU timesteps are checked like the NumPy core's
+    (finite, within +-2**53, no overflow of ``scale·t·ω``); accelerator timesteps are not read
+    unless ``posenc.torch.set_data_checks(True)``: a timestep that cannot be encoded gives a
+    NaN row.
+
     >>> emb = TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)
     >>> emb(torch.tensor([0.0, 999.0])).shape
     torch.Size([2, 320])

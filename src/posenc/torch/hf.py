@@ -29,7 +29,9 @@ or, one module at a time::
     from posenc.torch.hf import MarianPositions
     model.model.encoder.embed_positions = MarianPositions.like(model.model.encoder.embed_positions)
 
-This module never imports ``transformers``: the classes only mimic the call signatures.
+This module never imports ``transformers``: the classes only mimic the call signatures. Data
+checks follow the rule of ``posenc.torch`` (docs/architecture.md): CPU positions are checked
+like the NumPy core's, accelerator tensors are not read in ``forward``.
 
 Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``embedding_dim``.
 """
