@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
+from typing import ClassVar
 
 from ._checks import check_bool
 
-__all__ = ["fast_paths_enabled", "set_fast_paths"]
+__all__ = ["Switch", "fast_paths_enabled", "set_fast_paths"]
 
 _ENV = "POSENC_FAST_PATHS"
 
@@ -36,15 +37,40 @@ def _from_environment() -> bool:
     raise ValueError(f"{_ENV} must be 0 or 1 (or true/false, yes/no, on/off), got {value!r}")
 
 
-_enabled = _from_environment()
+class Switch:
+    """A process-wide on/off setting, changed by a call or for a ``with`` block (restored on
+    exit). Subclasses name their setting (``_state``) and document it."""
+
+    _state: ClassVar[list[bool]]  # one mutable cell per setting
+
+    def __init__(self, enabled: bool) -> None:
+        self._previous = self._state[0]
+        self._state[0] = check_bool("enabled", enabled)
+
+    def __enter__(self) -> Switch:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._state[0] = self._previous
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._state[0]})"
+
+
+_FAST_PATHS = [_from_environment()]
 
 
 def fast_paths_enabled() -> bool:
     """Whether the kernels may take their fast paths (see :class:`set_fast_paths`)."""
-    return _enabled
+    return _FAST_PATHS[0]
 
 
-class set_fast_paths:
+class set_fast_paths(Switch):
     """Turn posenc's fast paths on or off: a call, or a ``with`` block that restores the
     previous setting on exit.
 
@@ -59,22 +85,4 @@ class set_fast_paths:
     True
     """
 
-    def __init__(self, enabled: bool) -> None:
-        global _enabled
-        self._previous = _enabled
-        _enabled = check_bool("enabled", enabled)
-
-    def __enter__(self) -> set_fast_paths:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        global _enabled
-        _enabled = self._previous
-
-    def __repr__(self) -> str:
-        return f"set_fast_paths({_enabled})"
+    _state = _FAST_PATHS

@@ -16,13 +16,13 @@ The rule:
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 import torch
 
-from .._checks import MAX_EXACT_POSITION, check_bool, check_int, check_position_magnitude, is_length
+from .._checks import MAX_EXACT_POSITION, check_int, check_position_magnitude, is_length
+from .._switches import Switch
 from ._kernels._cast import check_dtype
 
 __all__ = [
@@ -36,10 +36,10 @@ __all__ = [
     "set_data_checks",
 ]
 
-_enabled = False
+_DATA_CHECKS = [False]
 
 
-class set_data_checks:
+class set_data_checks(Switch):
     """Check the values of accelerator tensors too (eager mode): a call, or a ``with`` block
     that restores the previous setting on exit.
 
@@ -56,32 +56,14 @@ class set_data_checks:
     ...     pass
     """
 
-    def __init__(self, enabled: bool) -> None:
-        global _enabled
-        self._previous = _enabled
-        _enabled = check_bool("enabled", enabled)
-
-    def __enter__(self) -> set_data_checks:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        global _enabled
-        _enabled = self._previous
-
-    def __repr__(self) -> str:
-        return f"set_data_checks({_enabled})"
+    _state = _DATA_CHECKS
 
 
 def data_checked(tensor: torch.Tensor) -> bool:
     """Whether the values of ``tensor`` are checked (see the module docstring)."""
     if torch.compiler.is_compiling() or tensor.device.type == "meta":
         return False
-    return tensor.device.type == "cpu" or _enabled
+    return tensor.device.type == "cpu" or _DATA_CHECKS[0]
 
 
 def check_tensor(name: str, value: Any) -> None:
