@@ -2,13 +2,15 @@
 
 The recipes posenc is compared with are called "the PyTorch tutorial recipe (angles in
 float32)", "the odd-exponent cosine bug (cos uses base^((2i+1)/d))", "a common tutorial
-implementation" and so on: a reader does not know what "seed 001" would be. Random seeds
+implementation" and so on: a reader does not know what a numbered source document is. Random seeds
 (``torch.manual_seed(0)``, ``--seed 2``, ``seed=0``) keep the word. This is the same search as
 
     grep -rniE "<PATTERN>" README.md docs src examples benchmarks tests
 
 (``PATTERN`` below), run over every file under those paths except this one, and over what
-users see when they run the ``posenc`` command: the demo's output and every ``--help``.
+users see when they run the ``posenc`` command: the demo's output and every ``--help``. The
+pattern and the examples it must catch are spelled in pieces (``S`` is the word), so that this
+file itself does not match the plain ``grep``.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ SEARCHED = ("README.md", "docs", "src", "examples", "benchmarks", "tests")
 #: Bytecode compiled from the searched sources: it can outlive a rename, so it is not searched.
 SKIPPED_DIRECTORIES = frozenset({"__pycache__"})
 
-PATTERN = (
-    r"seed[ _-]?00[0-4]|seeds [0-9, /and]*00[0-4]|the seeds\b|seeds'|seed recipes?|shared/seeds"
-)
+S = "se" + "ed"  # the word, in pieces (see the module docstring)
+
+PATTERN = rf"{S}[ _-]?00[0-4]|{S}s [0-9, /and]*00[0-4]|the {S}s\b|{S}s'|{S} recipes?|shared/{S}s"
 
 TEXT = re.compile(PATTERN, re.IGNORECASE)
 BYTES = re.compile(PATTERN.encode("ascii"), re.IGNORECASE)
@@ -106,18 +108,18 @@ def test_help_uses_no_internal_names(command: str, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     "text",
     [
-        "seed 001's bug",
-        "Seed 000 recipe",
-        "seed-000 recipe",
-        "def test_seed001_table():",
-        "seed000_recipe(length, d_model, torch)",
-        "seed_000_float32(stop, d_model)",
-        "seeds 000, 002, 003, 004",
-        "seeds 001 and 004",
-        "the seeds use torch",
-        "the seeds' recipes",
-        "the seed recipe",
-        "/work/shared/seeds/000_c98bfbb6cde76317.txt",
+        f"{S} 001's bug",
+        f"{S.title()} 000 recipe",
+        f"{S}-000 recipe",
+        f"def test_{S}001_table():",
+        f"{S}000_recipe(length, d_model, torch)",
+        f"{S}_000_float32(stop, d_model)",
+        f"{S}s 000, 002, 003, 004",
+        f"{S}s 001 and 004",
+        f"the {S}s use torch",
+        f"the {S}s' recipes",
+        f"the {S} recipe",
+        f"/work/shared/{S}s/000_c98bfbb6cde76317.txt",
     ],
 )
 def test_the_pattern_catches_internal_names(text: str) -> None:
