@@ -74,7 +74,7 @@ $(DEV_STAMP): $(DEMO_STAMP)
 	echo '$(DEV_ID)' > $@
 
 demo: $(DEMO_STAMP) $(EDITABLE)
-	$(BIN)/posenc demo
+	$(BIN)/posenc demo --force
 
 lint: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/ruff check src tests benchmarks examples docs tools conftest.py

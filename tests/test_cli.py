@@ -157,7 +157,7 @@ def test_plot_defaults_to_kind_png(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     ("argv", "message"),
     [
         (["wavelengths", "--length", "5"], "--length does not apply to the wavelengths plot"),
-        (["heatmap", "--out", "x.gif"], "path"),
+        (["heatmap", "--out", "x.gif"], "--out must end in .png or .svg"),
         (["sinusoids", "--channels", "a,b"], "--channels must be comma-separated integers"),
         (["shift", "--shifts", "1,x"], "--shifts must be comma-separated integers"),
         (["heatmap", "--shifts", "1"], "--shifts does not apply to the heatmap plot"),

@@ -69,7 +69,7 @@ def test_json_has_metadata_and_exact_values(
     np.testing.assert_array_equal(np.array(doc["table"]), posenc.sinusoidal(4, 6, dtype=np.float64))
 
 
-def test_npy_is_written_block_by_block_through_a_memory_map(
+def test_npy_is_written_block_by_block(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small blocks so the test exercises many windows, a ragged last block and the progress bar.
@@ -125,7 +125,7 @@ def test_format_follows_suffix_and_flag_wins(
         (["--length", "3", "--d-model", "4", "--convention", "bert"], "invalid choice: 'bert'"),
         (["--length", "3", "--d-model", "4", "--dtype", "int8"], "invalid choice: 'int8'"),
         (["--positions", "0,9007199254740993", "--d-model", "4"], "within +-2**53"),
-        (["--length", "3", "--d-model", "4", "--out", "/nonexistent/dir/t.csv"], "No such file"),
+        (["--length", "3", "--d-model", "4", "--out", "/nonexistent/dir/t.csv"], "no such folder"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -150,7 +150,7 @@ def test_zero_columns_empty_tables_and_tiny_widths() -> None:
 
 
 def test_fill_table_writes_into_a_float16_memory_map(tmp_path) -> None:
-    """The writer of ``posenc table`` fills memory maps block by block."""
+    """``fill_table`` writes into a float16 memory map, block by block."""
     out = np.lib.format.open_memmap(tmp_path / "t.npy", mode="w+", dtype=np.float16, shape=(700, 6))
     layout = feature_slices(6)
     omega = posenc.frequencies(6)

@@ -1,11 +1,17 @@
-"""Pieces shared by the subcommands: common options, position parsing and a progress bar."""
+"""Pieces shared by the subcommands: common options, position parsing, a progress bar, and the
+SIGTERM handler of the command."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType, TracebackType
 from typing import Any, TextIO
 
 import numpy as np
@@ -16,12 +22,15 @@ from .._conventions import CONVENTIONS
 
 __all__ = [
     "Progress",
+    "Terminated",
     "UsageError",
     "add_encoding_options",
+    "add_force_option",
     "add_positions_options",
     "add_subcommand",
     "parse_positions",
     "positions_of",
+    "sigterm_raises",
 ]
 
 
@@ -30,6 +39,40 @@ class UsageError(Exception):
 
     def __init__(self, prog: str, message: str) -> None:
         super().__init__(f"{prog}: error: {message} (see '{prog} --help')")
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (raised by the handler :func:`sigterm_raises` installs).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on the way
+    swallows it: it unwinds every ``with`` block (removing partial files) up to ``main``.
+    """
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated`; the handler is restored after.
+
+    Only where SIGTERM has its default action (a handler set by the caller, or an inherited
+    "ignore", is respected) and only in the main thread, where signal handlers run.
+    """
+    sigterm = getattr(signal, "SIGTERM", None)
+    if (
+        sigterm is None
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(sigterm) != signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(sigterm, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(sigterm, previous)
 
 
 class Parser(argparse.ArgumentParser):
@@ -81,6 +124,16 @@ def add_encoding_options(parser: argparse.ArgumentParser, *, d_model: int | None
         default="paper",
         choices=sorted(CONVENTIONS),
         help="channel layout and frequency schedule (default paper; see posenc.CONVENTIONS)",
+    )
+
+
+def add_force_option(parser: argparse.ArgumentParser) -> None:
+    """``--force``: replace existing output files (by default they are an error)."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output file (it stays untouched until the new one is "
+        "complete); without --force an existing file is an error",
     )
 
 
@@ -138,7 +191,9 @@ class Progress:
     """A progress bar on stderr: one line redrawn at most five times a second on a terminal,
     or a new line every 10% when stderr is a file or pipe (so logs stay readable).
 
-    Silent when ``enabled`` is false. ``update(done)`` redraws; ``close(done)`` ends it.
+    Silent when ``enabled`` is false. ``update(done)`` redraws; ``close(done)`` ends it. Used as
+    a context manager, it ends the bar's line if an error leaves the block, so the one-line
+    error message starts on a line of its own.
     """
 
     def __init__(self, total: int, *, unit: str, enabled: bool, stream: TextIO | None = None):
@@ -150,6 +205,19 @@ class Progress:
         self.start = time.perf_counter()
         self._last = -1.0
         self._decile = -1
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None and self.enabled and self.tty and self._last >= 0:
+            self.stream.write("\n")
+            self.stream.flush()
 
     def update(self, done: int, *, force: bool = False) -> None:
         if not self.enabled:

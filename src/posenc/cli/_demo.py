@@ -5,6 +5,9 @@ property of the encoding and verifies it with a number (:mod:`posenc.analysis`),
 odd-exponent cosine bug of a common tutorial implementation does, and writes the figures of
 :mod:`posenc.plot` to ``--out`` (default ``./posenc-demo``). Without PyTorch or matplotlib the
 corresponding part is skipped with a note saying what to install.
+
+The folder and its figure files are checked before anything is computed: figures already there
+are replaced only with ``--force``, and each is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import numpy as np
 from .. import analysis
 from .._describe import describe
 from .._sinusoidal import sinusoidal
-from ._common import add_subcommand
+from ._common import add_force_option, add_subcommand
+from ._output import Output
 
 HELP = "a small table, a toy batch and every property of the encoding, checked; figures"
 
@@ -46,18 +50,38 @@ def add_parser(sub: Any) -> None:
         help="folder for the figures (default ./posenc-demo; created if missing)",
     )
     parser.add_argument("--no-figures", action="store_true", help="skip the figures")
+    add_force_option(parser)
     parser.set_defaults(run=run)
 
 
+# Suffixes of files, not folders: ``--out pe.npy`` is a mistake, not a folder name.
+_FILE_SUFFIXES = (".npy", ".npz", ".csv", ".json", ".txt", ".png", ".svg", ".pdf")
+
+
 def run(args: argparse.Namespace) -> int:
+    outputs = {} if args.no_figures else _figure_outputs(args.out, args.force)
     with np.printoptions(precision=4, suppress=True, linewidth=100):
         _table()
         _toy_batch()
         _properties()
         _odd_exponent_bug()
-    if not args.no_figures:
-        _figures(args.out)
+    if outputs:
+        _figures(args.out, outputs)
     return 0
+
+
+def _figure_outputs(folder: Path, force: bool) -> dict[str, Output]:
+    """The figure files, by stem, each checked (the folder may still have to be created)."""
+    if folder.suffix.lower() in _FILE_SUFFIXES:
+        raise ValueError(
+            f"--out names the folder for the figures, got {str(folder)!r}, a file name "
+            f"(the demo writes {', '.join(f'{stem}.png' for stem in FIGURES)} into it)"
+        )
+    outputs = {}
+    for stem in FIGURES:
+        outputs[stem] = Output(folder / f"{stem}.png", force=force, make_folder=True)
+        outputs[stem].check()
+    return outputs
 
 
 def _heading(text: str) -> None:
@@ -165,16 +189,15 @@ def _odd_exponent_bug() -> None:
     print(f"posenc.analysis.identify on its table: {describe(found)}")
 
 
-def _figures(folder: Path) -> None:
+def _figures(folder: Path, outputs: dict[str, Output]) -> None:
     _heading("5. Figures")
     try:
         from .. import plot
     except ImportError as exc:
         print(f"{exc}: skipping the figures.")
         return
-    folder.mkdir(parents=True, exist_ok=True)
     print(f"written to {folder}/ (choose the folder with --out DIR):")
     for stem, (kind, kwargs) in FIGURES.items():
-        path = folder / f"{stem}.png"
-        plot.PLOTS[kind](**kwargs, path=path)
-        print(f"  {path}")
+        with outputs[stem].writing() as temp:
+            plot.PLOTS[kind](**kwargs, path=temp)
+        print(f"  {outputs[stem].path}")

@@ -3,7 +3,8 @@
 Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift (see
 ``posenc.plot.PLOTS``).
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
-Needs matplotlib: ``pip install matplotlib``.
+The figure is written to a temporary file renamed to ``--out`` when complete; an existing file
+is replaced only with ``--force``. Needs matplotlib: ``pip install matplotlib``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import add_encoding_options, add_subcommand
+from ._common import add_encoding_options, add_force_option, add_subcommand
+from ._output import Output
 
 HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision, shift) to PNG/SVG"
 
@@ -53,12 +55,16 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="output file, .png or .svg (default: KIND.png in the current folder)",
     )
+    add_force_option(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import plot
 
+    out = args.out if args.out is not None else Path(f"{args.kind}.png")
+    output = Output(out, force=args.force, suffixes=plot.FORMATS)
+    output.check()
     function = plot.PLOTS[args.kind]
     accepted = inspect.signature(function).parameters
     kwargs: dict[str, Any] = {"d_model": args.d_model, "base": args.base}
@@ -73,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         if option in ("channels", "shifts"):
             value = _integers(f"--{option}", value)
         kwargs[keyword] = value
-    out = args.out if args.out is not None else Path(f"{args.kind}.png")
-    function(**{k: v for k, v in kwargs.items() if k in accepted}, path=out)
+    with output.writing() as temp:
+        function(**{k: v for k, v in kwargs.items() if k in accepted}, path=temp)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

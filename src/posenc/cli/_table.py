@@ -2,12 +2,15 @@
 
 Tables are produced in blocks of rows, so memory stays bounded whatever the length:
 
-- ``.npy``: the header is written first, then each block of rows is filled in place through a
-  memory map of just that block (``BLOCK_BYTES``, 32 MiB) and flushed before the next one is
-  mapped. Besides that window the process holds only the float64 temporaries of the builder
-  (about 2 MiB each), so a 10^7 x 1024 float32 table (41 GB on disk) is written with well under
-  100 MiB of resident memory.
+- ``.npy``: the header is written first, then each block of rows (``BLOCK_BYTES``, 32 MiB) is
+  computed and appended to the file. Besides that block the process holds only the float64
+  temporaries of the builder (about 2 MiB each), so a 10^7 x 1024 float32 table (41 GB on disk)
+  is written with well under 100 MiB of resident memory.
 - text, CSV and JSON stream block by block to the output.
+
+With ``--out FILE`` the table goes to a hidden temporary file in the same folder, renamed to
+FILE only when complete: an interrupted run or a full disk leaves no partial FILE, and an
+existing FILE (replaced only with ``--force``) stays untouched until then.
 
 A progress bar is drawn on stderr for tables of more than one block (``--quiet`` hides it).
 """
@@ -17,10 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 import numpy.typing as npt
@@ -32,14 +34,16 @@ from .._sinusoidal import fill_table
 from ._common import (
     Progress,
     add_encoding_options,
+    add_force_option,
     add_positions_options,
     add_subcommand,
     positions_of,
 )
+from ._output import Output
 
 HELP = "write a sinusoidal table (text, csv, json or npy), in bounded memory at any length"
 
-#: Bytes of output produced per block (one memory-map window for .npy).
+#: Bytes of output produced per block (of .npy data; text holds the same rows).
 BLOCK_BYTES = 32 << 20
 
 _FORMATS = ("text", "csv", "json", "npy")
@@ -68,6 +72,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--out", type=Path, metavar="FILE", help="output file (default: standard output)"
     )
+    add_force_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(run=run)
 
@@ -80,17 +85,20 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or _SUFFIX_FORMATS.get(args.out.suffix.lower() if args.out else "", "text")
     if fmt == "npy" and args.out is None:
         raise ValueError("--format npy writes binary data and needs --out FILE")
-
     spec = _Spec(positions, d_model, base, args.convention, dtype)
-    progress = Progress(spec.rows, unit="rows", enabled=not args.quiet and spec.blocks > 1)
-    if fmt == "npy":
-        _write_npy(args.out, spec, progress)
-    else:
-        with _text_output(args.out) as stream:
-            {"text": _write_text, "csv": _write_csv, "json": _write_json}[fmt](
-                stream, spec, progress
-            )
-    progress.close(spec.rows)
+    output = None if args.out is None else Output(args.out, force=args.force)
+    if output is not None:
+        output.check()
+
+    enabled = not args.quiet and spec.blocks > 1
+    with Progress(spec.rows, unit="rows", enabled=enabled) as progress:
+        if output is None:
+            _TEXT_WRITERS[fmt](sys.stdout, spec, progress)
+            sys.stdout.flush()
+        else:
+            with output.writing() as temp:
+                _write_file(temp, fmt, spec, progress)
+        progress.close(spec.rows)
     if args.out is not None:
         print(f"wrote {spec.rows} x {d_model} {dtype.name} ({fmt}) to {args.out}", file=sys.stderr)
     return 0
@@ -124,49 +132,47 @@ class _Spec:
         return self.positions[start:stop]
 
     def blocks_of(self, progress: Progress) -> Iterator[tuple[int, npt.NDArray[Any]]]:
-        """Yield ``(start, block)`` pairs: each block's positions and its computed rows."""
+        """Yield ``(start, block)`` pairs: each block's positions and its computed rows.
+
+        Every block is a view of one buffer, overwritten by the next: use a block before asking
+        for the next one (so one block of memory is held, not two).
+        """
+        buffer = np.empty((min(self.block_rows, self.rows), self.d_model), dtype=self.dtype)
         for start in range(0, self.rows, self.block_rows):
             pos = self.block_positions(start)
-            block = np.empty((pos.shape[0], self.d_model), dtype=self.dtype)
+            block = buffer[: pos.shape[0]]
             fill_table(block, pos, self.omega, self.layout)
             yield start, block
             progress.update(start + pos.shape[0])
 
 
-def _write_npy(path: Path, spec: _Spec, progress: Progress) -> None:
+def _write_file(path: Path, fmt: str, spec: _Spec, progress: Progress) -> None:
+    """Write the table to the (temporary) file ``path`` in format ``fmt``."""
+    if fmt == "npy":
+        with open(path, "wb") as f:
+            _write_npy(f, spec, progress)
+    else:
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            _TEXT_WRITERS[fmt](stream, spec, progress)
+
+
+def _write_npy(f: BinaryIO, spec: _Spec, progress: Progress) -> None:
+    """The ``.npy`` header, then each block of rows, written in order with ``f.write``.
+
+    Sequential writes (never a memory map over space the file system has not allocated yet) make
+    a full disk an ``OSError`` from ``write``, not a signal.
+    """
     header = {
         "descr": np.lib.format.dtype_to_descr(spec.dtype),
         "fortran_order": False,
         "shape": (spec.rows, spec.d_model),
     }
-    row_bytes = spec.d_model * spec.dtype.itemsize
-    with open(path, "wb") as f:
-        np.lib.format.write_array_header_2_0(f, header)
-        offset = f.tell()
-        f.truncate(offset + spec.rows * row_bytes)
-    for start in range(0, spec.rows, spec.block_rows):
-        pos = spec.block_positions(start)
-        window = np.memmap(
-            path,
-            dtype=spec.dtype,
-            mode="r+",
-            offset=offset + start * row_bytes,
-            shape=(pos.shape[0], spec.d_model),
-        )
-        fill_table(window, pos, spec.omega, spec.layout)
-        window.flush()
-        del window
-        progress.update(start + pos.shape[0])
-
-
-@contextmanager
-def _text_output(path: Path | None) -> Iterator[TextIO]:
-    if path is None:
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    with open(path, "w", encoding="utf-8", newline="") as stream:
-        yield stream
+    np.lib.format.write_array_header_2_0(f, header)
+    end = f.tell() + spec.rows * spec.d_model * spec.dtype.itemsize
+    for _, block in spec.blocks_of(progress):
+        f.write(block.data)
+    if f.tell() != end:
+        raise RuntimeError(f".npy data ends at byte {f.tell()}, expected {end}")
 
 
 def _value_format(spec: _Spec) -> str:
@@ -225,3 +231,10 @@ def _write_json(stream: TextIO, spec: _Spec, progress: Progress) -> None:
             stream.write(("" if first else ",\n") + "[" + ",".join(fmt % v for v in row) + "]")
             first = False
     stream.write("\n]}\n")
+
+
+_TEXT_WRITERS: dict[str, Callable[[TextIO, _Spec, Progress], None]] = {
+    "text": _write_text,
+    "csv": _write_csv,
+    "json": _write_json,
+}
