@@ -360,6 +360,12 @@ def test_shapes_dtypes_and_partial_rotation():
         ({"frequencies": np.ones(16)}, ValueError, "frequencies must have shape (n_axes, n_pairs)"),
         ({"frequencies": np.full((3, 16), np.nan)}, ValueError, "frequencies must be finite"),
         ({"frequencies": np.ones((3, 8))}, ValueError, "frequencies of shape (3, 8) give 8"),
+        (
+            {"frequencies": MultiAxisFrequencies(np.ones((3, 16)), np.full(16, np.inf))},
+            ValueError,
+            "frequencies.attention must be finite, of shape (16,)",
+        ),
+        ({"frequencies": np.array([["a"] * 16] * 3)}, TypeError, "array of real numbers"),
         ({"sections": (8, 4, 4), "pairs": "neox"}, ValueError, "pairs must be"),
         ({"sections": (8, 4, 4), "dtype": np.int32}, TypeError, "dtype must be one of"),
     ],

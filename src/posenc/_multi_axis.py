@@ -260,9 +260,10 @@ def _check_frequency_matrix(frequencies: Any) -> MultiAxisFrequencies:
     if not np.all(np.isfinite(array)):
         raise ValueError("frequencies must be finite, got a NaN or an infinity among them")
     factors = np.ones(array.shape[1]) if attention is None else np.asarray(attention, np.float64)
-    if factors.shape != (array.shape[1],):
+    if factors.shape != (array.shape[1],) or not np.all(np.isfinite(factors)):
         raise ValueError(
-            f"frequencies.attention must have shape ({array.shape[1]},), got {factors.shape}"
+            f"frequencies.attention must be finite, of shape ({array.shape[1]},), got "
+            f"{_show(factors)}"
         )
     return MultiAxisFrequencies(array, factors)
 
