@@ -18,6 +18,14 @@ from ._describe import describe
 from ._features import PairLayout
 from ._frequencies import frequencies
 from ._grid import GRID_CONVENTIONS, GridConventionName, sinusoidal_grid
+from ._grid_positions import grid_positions
+from ._multi_axis import (
+    AxisOrder,
+    AxisSchedule,
+    MultiAxisFrequencies,
+    multi_axis_cos_sin,
+    multi_axis_frequencies,
+)
 from ._positions import (
     positions_from_cu_seqlens,
     positions_from_mask,
@@ -36,8 +44,11 @@ __all__ = [
     "CONVENTIONS",
     "GRID_CONVENTIONS",
     "ROPE_TYPES",
+    "AxisOrder",
+    "AxisSchedule",
     "ConventionName",
     "GridConventionName",
+    "MultiAxisFrequencies",
     "PairLayout",
     "RopeScaling",
     "__version__",
@@ -45,6 +56,9 @@ __all__ = [
     "apply_rotary",
     "describe",
     "frequencies",
+    "grid_positions",
+    "multi_axis_cos_sin",
+    "multi_axis_frequencies",
     "positions_from_cu_seqlens",
     "positions_from_mask",
     "positions_from_segments",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ __all__ = [
     "check_positions",
     "check_probability",
     "check_real",
+    "check_sequence",
     "is_length",
 ]
 
@@ -170,3 +172,20 @@ def check_positions(name: str, value: Any) -> npt.NDArray[Any]:
         f"{name} must contain integers or real numbers, got dtype {array.dtype}"
         + (" (booleans are not positions; see positions_from_mask)" if kind == "b" else "")
     )
+
+
+def check_sequence(name: str, value: Any, allowed: str) -> list[Any]:
+    """``value`` as a list: a sequence (not a string) or a 1-D array; ``allowed`` says what.
+
+    >>> check_sequence("sections", (16, 24, 24), "a sequence of integers")
+    [16, 24, 24]
+    >>> check_sequence("sections", 64, "a sequence of integers")
+    Traceback (most recent call last):
+    ...
+    TypeError: sections must be a sequence of integers, got 64
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return list(value.tolist())
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
+    return list(value)
