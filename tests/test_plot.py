@@ -6,7 +6,6 @@ import importlib
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from matplotlib.figure import Figure
 
 import posenc
 from posenc import analysis, plot
+from posenc._figure_data import precision_grid
 
 # Small arguments for each figure, so that the whole file stays fast.
 SMALL: dict[str, dict[str, Any]] = {
@@ -193,11 +193,20 @@ def test_similarity_plot_beyond_2048_positions_keeps_every_distance() -> None:
     assert np.allclose(line.get_ydata(), full.profile, rtol=0, atol=1e-9)
 
 
-def test_precision_plot_curves() -> None:
-    start = time.perf_counter()
+def test_precision_plot_curves(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int, int]] = []
+    report = analysis.precision_report
+
+    def counted(max_position: int, d_model: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append((max_position, d_model, kwargs["samples"]))
+        return report(max_position, d_model, *args, **kwargs)
+
+    monkeypatch.setattr(plot.analysis, "precision_report", counted)
     fig = plot.precision_plot()  # the default figure: up to 10**6, d_model 128
-    elapsed = time.perf_counter() - start
-    assert elapsed < 6.0  # about 1 s on an idle core; generous for a shared machine
+    # bounded work: two reports (float32, bfloat16) of 8 positions per point of a 21-point grid
+    grid = precision_grid(10**6)
+    assert len(grid) == 21
+    assert sorted(calls) == sorted((int(p), 128, 8) for p in grid for _ in range(2))
     ax = fig.axes[0]
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
     curves = {line.get_label(): line for line in ax.get_lines() if line.get_marker() == "o"}

@@ -19,6 +19,11 @@ from ._features import feature_slices
 from ._sinusoidal import sinusoidal
 
 MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
+#: heatmap(), similarity_plot(): longer ranges are drawn from this many evenly spaced positions
+#: (more rows than the figure has pixels; the similarity profile uses at most this many too).
+MAX_DRAWN_ROWS = 2048
+#: sinusoids(): longer ranges are drawn through this many evenly spaced positions.
+MAX_CURVE_POINTS = 10_000
 SHIFT_WINDOW = 64  # shift_plot(): consecutive positions checked at each grid point
 MAX_SHIFT = 10_000
 MAX_SHIFTS = 6
@@ -59,14 +64,39 @@ def default_channels(length: int, d_model: int, convention: str, lam: Any) -> li
     return [sin_channels[int(eligible[i])] for i in picks]
 
 
-def difference_cover(length: int) -> npt.NDArray[np.int64]:
+def even_positions(length: int, count: int) -> npt.NDArray[np.int64]:
+    """``0 .. length-1`` when ``length <= count``, else ``count`` of them evenly spaced (the
+    first and the last included, neighbours ``(length-1)/(count-1)`` apart, rounded).
+
+    >>> even_positions(5, 8).tolist(), even_positions(10**9, 3).tolist()
+    ([0, 1, 2, 3, 4], [0, 500000000, 999999999])
+    """
+    if length <= count:
+        return np.arange(length, dtype=np.int64)
+    return np.unique(np.round(np.linspace(0, length - 1, count)).astype(np.int64))
+
+
+def difference_cover(length: int, limit: int = MAX_DRAWN_ROWS) -> npt.NDArray[np.int64]:
     """Few positions in ``0 .. length-1`` whose differences include every ``0 .. length-1``.
 
     ``{0 .. a-1} ∪ {0, a, 2a, ...} ∪ {length-1}`` with ``a ≈ sqrt(length)``: about
-    ``2·sqrt(length)`` positions instead of ``length``.
+    ``2·sqrt(length)`` positions instead of ``length``. When that is more than ``limit``
+    (``length`` above about 10^6 for the default 2048), ``a = limit // 2`` and the multiples
+    of the step ``s = ceil((length-1) / (a-1))`` are used instead: at most ``limit`` positions,
+    whose differences are every distance below ``a`` and the ``a`` distances up to each
+    multiple of ``s`` (``m·s - a + 1 .. m·s``), and ``length-1``.
+
+    >>> difference_cover(10).tolist()
+    [0, 1, 2, 3, 4, 8, 9]
+    >>> len(difference_cover(10**9)), int(difference_cover(10**9)[-1])
+    (2047, 999999999)
     """
     step = max(1, int(np.ceil(np.sqrt(length))))
-    parts = [np.arange(step), np.arange(0, length, step), np.array([length - 1])]
+    head = step
+    if 2 * step + 1 > limit:
+        head = limit // 2
+        step = -(-(length - 1) // (head - 1))
+    parts = [np.arange(head), np.arange(0, length, step), np.array([length - 1])]
     return np.unique(np.concatenate(parts)).astype(np.int64)
 
 

@@ -38,16 +38,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without matplotl
     ) from exc
 
 from . import analysis
-from ._checks import check_base, check_int
+from ._checks import check_base, check_int, check_position_magnitude
 from ._conventions import ConventionName, get_convention
 from ._features import channel_frequency_index, channel_kinds, feature_slices
 from ._figure_data import (
+    MAX_CURVE_POINTS,
+    MAX_DRAWN_ROWS,
     SHIFT_TABLES,
     SHIFT_WINDOW,
     check_channels,
     check_shifts,
     default_channels,
     difference_cover,
+    even_positions,
     precision_grid,
     shift_residuals,
 )
@@ -117,6 +120,27 @@ def _index_locator() -> MaxNLocator:
     return MaxNLocator(nbins=10, integer=True, steps=[1, 2, 4, 5, 10], min_n_ticks=1)
 
 
+def _check_length(length: Any, minimum: int) -> int:
+    """A number of positions ``0 .. length-1``: an integer >= ``minimum``, at most 2**53 + 1."""
+    count: int = check_int("length", length, minimum=minimum)
+    check_position_magnitude("length - 1", 0, count - 1)
+    return count
+
+
+def _extent(positions: npt.NDArray[np.int64]) -> tuple[float, float]:
+    """The span of evenly spaced ``positions`` drawn as cells: half a step beyond each end."""
+    first, last = int(positions[0]), int(positions[-1])
+    half = 0.5 * (last - first) / (len(positions) - 1) if len(positions) > 1 else 0.5
+    return first - half, last + half
+
+
+def _sampled(shown: int, length: int, what: str) -> str:
+    """A title line saying that ``shown`` of ``length`` positions were drawn (else '')."""
+    if shown >= length:
+        return ""
+    return f"\n({what + ' ' if what else ''}{shown:,} evenly spaced of {length:,} positions)"
+
+
 def _convention_name(convention: Any) -> ConventionName:
     return get_convention(convention).name
 
@@ -144,7 +168,9 @@ def heatmap(
     """The table as a position × channel image (positions down, channels across).
 
     The image is ``posenc.sinusoidal(length, d_model, base=base, convention=convention)``
-    (float32) on a diverging colour scale fixed to [-1, 1], with a colour bar.
+    (float32) on a diverging colour scale fixed to [-1, 1], with a colour bar. Above 2048
+    positions its rows are those of 2048 evenly spaced positions (more rows than the figure
+    has pixels), and the title says so: time and memory stay bounded at any length.
 
     Args:
         length: number of positions shown (rows ``0 .. length-1``), an integer >= 1.
@@ -164,13 +190,15 @@ def heatmap(
     >>> fig.axes[0].images[0].get_array().shape
     (20, 16)
     """
-    length = check_int("length", length, minimum=1)
+    length = _check_length(length, minimum=1)
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = _convention_name(convention)
     target = _check_path(path)
 
-    table = sinusoidal(length, d_model, base=base, convention=name)
+    rows = even_positions(length, MAX_DRAWN_ROWS)
+    table = sinusoidal(rows, d_model, base=base, convention=name)
+    top, bottom = _extent(rows)
     fig = _new_figure(8.0, 5.5)
     ax = fig.add_subplot()
     image = ax.imshow(
@@ -180,13 +208,16 @@ def heatmap(
         vmax=1.0,
         aspect="auto",
         interpolation="auto",  # nearest when each cell is >= 3 pixels, else anti-aliased
-        extent=(-0.5, d_model - 0.5, length - 0.5, -0.5),
+        extent=(-0.5, d_model - 0.5, bottom, top),
     )
     ax.set_xlabel("channel (index)")
     ax.set_ylabel("position (tokens)")
     ax.xaxis.set_major_locator(_index_locator())
     ax.yaxis.set_major_locator(_index_locator())
-    ax.set_title(f"Sinusoidal positional encoding\n{_setting(d_model, base, name)}")
+    ax.set_title(
+        f"Sinusoidal positional encoding\n{_setting(d_model, base, name)}"
+        + _sampled(len(rows), length, "rows:")
+    )
     colorbar = fig.colorbar(image, ax=ax)
     colorbar.set_label("PE value (dimensionless)")
     return _finish(fig, target)
@@ -217,13 +248,15 @@ def sinusoids(
         the :class:`matplotlib.figure.Figure`; the legend gives each curve's channel index,
         whether it is a sin, cos or zero column, and its wavelength in positions. Up to 200
         positions, the table's values at integer positions are dots on the curve the channel
-        traces through fractional positions; beyond, lines join the integer positions.
+        traces through fractional positions; beyond, lines join the integer positions, at
+        most 10,000 of them, evenly spaced (the title then says so; a channel with more
+        periods than that cannot be drawn faithfully at any resolution).
 
     >>> fig = sinusoids(50, 16, channels=[0, 1, 5])
     >>> [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2]
     ['channel 0: sin, λ = 6.28', 'channel 1: cos, λ = 6.28']
     """
-    length = check_int("length", length, minimum=1)
+    length = _check_length(length, minimum=1)
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = _convention_name(convention)
@@ -233,7 +266,7 @@ def sinusoids(
     if picked is None:
         picked = default_channels(length, d_model, name, lam)
 
-    positions = np.arange(length)
+    positions = even_positions(length, MAX_CURVE_POINTS)
     table = sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64)
     # Short ranges: integer positions as dots on the continuous curve (fractional positions)
     few = length <= _DOTTED_LENGTH
@@ -269,7 +302,10 @@ def sinusoids(
         bbox_to_anchor=(1.01, 1.0),
         fontsize="small",
     )
-    ax.set_title(f"Channels over position\n{_setting(d_model, base, name)}")
+    ax.set_title(
+        f"Channels over position\n{_setting(d_model, base, name)}"
+        + _sampled(len(positions), length, "curves through")
+    )
     return _finish(fig, target)
 
 
@@ -337,10 +373,6 @@ def wavelength_plot(
     return _finish(fig, target)
 
 
-#: Most positions :func:`similarity_plot` passes to :func:`posenc.analysis.similarity` at once.
-_MATRIX_POSITIONS = 2048
-
-
 def _fitted_scale(values: npt.NDArray[np.float64]) -> tuple[str, float, float]:
     """(colour map, vmin, vmax) fitted to the finite values: sequential from the smallest to
     the largest when none is negative, diverging and centred at 0 otherwise."""
@@ -374,7 +406,10 @@ def similarity_plot(
     still cover every distance ``0 .. length-1``. The profile is then exact whenever the
     similarity depends on distance only (every sine has its cosine partner: even
     ``d_model``, or the tensor2tensor convention); for an odd ``d_model`` under ``paper`` or
-    ``marian`` it is the mean over that subset of pairs.
+    ``marian`` it is the mean over that subset of pairs. Above about 10^6 positions that
+    subset would exceed 2048 positions; the profile then shows sampled distances (every
+    distance below 1024, and bands of 1024 consecutive distances spread evenly up to
+    ``length - 1``) and its title says so, so time and memory stay bounded at any length.
 
     Args:
         length: number of positions (``0 .. length-1``), an integer >= 2.
@@ -391,7 +426,7 @@ def similarity_plot(
     >>> fig.axes[0].images[0].get_array().shape
     (32, 32)
     """
-    length = check_int("length", length, minimum=2)
+    length = _check_length(length, minimum=2)
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = _convention_name(convention)
@@ -399,11 +434,11 @@ def similarity_plot(
         raise ValueError(f"metric must be 'dot' or 'cosine', got {metric!r}")
     target = _check_path(path)
 
-    if length <= _MATRIX_POSITIONS:
+    if length <= MAX_DRAWN_ROWS:
         full = analysis.similarity(length, d_model, base=base, convention=name, metric=metric)
         shown, profile = full, full
     else:
-        grid = np.unique(np.round(np.linspace(0, length - 1, _MATRIX_POSITIONS)).astype(np.int64))
+        grid = even_positions(length, MAX_DRAWN_ROWS)
         shown = analysis.similarity(grid, d_model, base=base, convention=name, metric=metric)
         profile = analysis.similarity(
             difference_cover(length), d_model, base=base, convention=name, metric=metric
@@ -415,21 +450,20 @@ def similarity_plot(
 
     matrix = shown.matrix
     cmap, vmin, vmax = _fitted_scale(matrix)
-    first, last = int(shown.positions[0]), int(shown.positions[-1])
-    half = 0.5 * (last - first) / max(len(shown.positions) - 1, 1)
+    low, high = _extent(shown.positions)
     image = left.imshow(
         matrix,
         cmap=cmap,
         vmin=vmin,
         vmax=vmax,
         interpolation="auto",  # nearest when each cell is >= 3 pixels, else anti-aliased
-        extent=(first - half, last + half, last + half, first - half),
+        extent=(low, high, high, low),
     )
     left.xaxis.set_major_locator(_index_locator())
     left.yaxis.set_major_locator(_index_locator())
     left.set_xlabel("position q (tokens)")
     left.set_ylabel("position p (tokens)")
-    left.set_title("similarity matrix")
+    left.set_title("similarity matrix" + _sampled(len(shown.positions), length, ""))
     colorbar = fig.colorbar(image, ax=left, shrink=0.9)
     colorbar.set_label(
         ("PE[p]·PE[q]" if metric == "dot" else "cosine(PE[p], PE[q])") + " (dimensionless)"
@@ -443,7 +477,8 @@ def similarity_plot(
     right.set_ylabel(f"mean {what} (dimensionless)")
     right.set_xlim(0, float(profile.distances[-1]))
     right.grid(alpha=0.3)
-    right.set_title("similarity vs distance")
+    sampled = profile.distances.shape[0] < length
+    right.set_title("similarity vs distance" + (" (sampled distances)" if sampled else ""))
 
     fig.suptitle(f"Similarity of encodings ({what})\n{_setting(d_model, base, name)}")
     return _finish(fig, target)

@@ -3,6 +3,9 @@
 Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift (see
 ``posenc.plot.PLOTS``).
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
+Long ranges are drawn from evenly spaced positions (at most 2048 rows of a heatmap or of a
+similarity matrix, 10,000 points of a curve) and the figure's title says so, so any
+``--length`` up to 2**53 + 1 finishes in bounded time and memory.
 The figure is written to a temporary file renamed to ``--out`` when complete; an existing file
 is replaced only with ``--force``. Needs matplotlib: ``pip install matplotlib``.
 """

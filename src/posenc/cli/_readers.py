@@ -1,0 +1,528 @@
+"""Read one 2-D table from a file that may be hostile: sizes checked first, no pickles.
+
+Formats: ``.npy``; ``.npz`` (only the member asked for is decompressed); ``.pt``, ``.pth``
+and ``.bin`` (PyTorch, needs torch: ``torch.load(weights_only=True, mmap=True)``); and
+``.safetensors`` (its header is parsed here, so neither torch nor safetensors is needed, and
+only the one tensor is read).
+
+Every reader learns the array's shape and dtype from the file's header and checks them before
+it allocates anything: the array must have two dimensions and a number dtype, and the bytes it
+will occupy must not exceed ``max_bytes`` (``--max-bytes``; by default a quarter of physical
+memory, :func:`default_max_bytes`). It then reads exactly the bytes the header declares: a
+file or member that holds fewer is truncated, one that holds more lies about its size, and
+either is an error. Object arrays are never loaded (``allow_pickle`` is never set), and a
+PyTorch file that holds anything but tensors is refused. So a compressed member of a zip
+bomb costs at most ``max_bytes``, whatever it would inflate to.
+
+Every unreadable input raises :class:`FileError` (a ``ValueError``) or ``TypeError`` with one
+line that names the file (and the key), never a deep traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import struct
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib import format as npy_format
+
+__all__ = [
+    "FALLBACK_MAX_BYTES",
+    "SUFFIXES",
+    "FileError",
+    "Table",
+    "default_max_bytes",
+    "format_size",
+    "parse_size",
+    "read_table",
+]
+
+TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+#: The file suffixes ``read_table`` accepts (case-insensitive).
+SUFFIXES = (".npy", ".npz", *TORCH_SUFFIXES, ".safetensors")
+#: ``default_max_bytes()`` where the size of physical memory cannot be read: 2 GiB.
+FALLBACK_MAX_BYTES = 2 * 2**30
+
+_CHUNK = 16 * 2**20  # bytes read at a time
+_MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own limit
+_BFLOAT16_TOLERANCE = 2.0**-8  # one bfloat16 unit near 1
+
+
+class FileError(ValueError):
+    """A file that cannot be used; the message names it and says why."""
+
+
+class Table(NamedTuple):
+    """The table read: its key (None for ``.npy``), the array, the dtype it was stored in
+    (``"bfloat16"`` arrives as float32) and the tolerance to identify it with (None except
+    for bfloat16)."""
+
+    name: str | None
+    array: npt.NDArray[Any]
+    dtype: str
+    tolerance: float | None
+
+
+class _Header(NamedTuple):
+    """What a header declares: the shape, the dtype of the array once read, the stored dtype's
+    name, and whether the array is stored in Fortran order."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any] | None  # None: no NumPy equivalent
+    label: str
+    fortran: bool = False
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def default_max_bytes() -> int:
+    """A quarter of physical memory (``SC_PAGE_SIZE * SC_PHYS_PAGES / 4``), or 2 GiB
+    (:data:`FALLBACK_MAX_BYTES`) where the system does not say."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_MAX_BYTES
+    return total // 4 if total > 0 else FALLBACK_MAX_BYTES
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes: an integer, or a number with K, M, G, T or P (powers of 1024).
+
+    The ``type`` of ``--max-bytes``; argparse turns the error into one line.
+
+    >>> parse_size("8G"), parse_size("1.5k"), parse_size("512 MiB")
+    (8589934592, 1536, 536870912)
+    """
+    match = _SIZE.fullmatch(text)
+    value = int(float(match[1]) * _UNITS[match[2].lower()]) if match else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            "must be a positive size in bytes, e.g. 4096, 512M or 8G (K, M, G, T: powers of "
+            f"1024), got {text!r}"
+        )
+    return value
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes for a message: exact below 1 MiB, else 4 digits in MiB .. PiB.
+
+    >>> format_size(4096), format_size(200_000_000), format_size(500 * 2**30)
+    ('4,096 bytes', '190.7 MiB', '500 GiB')
+    """
+    for power, unit in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB")):
+        if size >= 2**power:
+            return f"{size / 2**power:.4g} {unit}"
+    return f"{size:,} bytes"
+
+
+def _declared(header: _Header) -> str:
+    """``64 x 16 float32`` for messages."""
+    return " x ".join(str(n) for n in header.shape) + f" {header.label}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _where(path: Path, name: str | None) -> str:
+    return f"{path}" + (f" [{name}]" if name is not None else "")
+
+
+def _check_header(where: str, header: _Header, max_bytes: int) -> int:
+    """The bytes the array will occupy, after checking dtype, dimensions and size."""
+    if header.label == "object":
+        raise TypeError(f"{where} holds Python objects (dtype object), which are never loaded")
+    if header.dtype is None or header.dtype.kind not in "fiu":
+        raise TypeError(f"{where} must hold numbers, got dtype {header.label}")
+    if len(header.shape) != 2:
+        raise ValueError(
+            f"{where} must be a 2-D table (positions x channels), got shape {header.shape}"
+        )
+    size = math.prod(header.shape) * header.dtype.itemsize
+    if size > max_bytes:
+        raise FileError(
+            f"{where} declares {_declared(header)} ({format_size(size)}), more than "
+            f"--max-bytes ({format_size(max_bytes)}); pass a larger --max-bytes to read it"
+        )
+    return size
+
+
+def _check_rest(where: str, header: _Header, size: int, available: int) -> None:
+    """The data after the header must be exactly ``size`` bytes."""
+    if available < size:
+        raise FileError(
+            f"{where} is truncated: its header declares {_declared(header)} "
+            f"({format_size(size)}), the file holds {max(available, 0):,}"
+        )
+    if available > size:
+        raise FileError(
+            f"{where} holds {available - size:,} bytes more than its header declares "
+            f"({_declared(header)})"
+        )
+
+
+def _read_exactly(stream: IO[bytes], size: int, where: str, header: _Header) -> Any:
+    """``size`` bytes from ``stream`` into a new uint8 array, in chunks; FileError if short."""
+    buffer = np.empty(size, dtype=np.uint8)
+    view = buffer.data
+    done = 0
+    while done < size:
+        count = stream.readinto(view[done : done + _CHUNK])  # type: ignore[attr-defined]
+        if not count:
+            _check_rest(where, header, size, done)
+        done += count
+    return buffer
+
+
+@contextlib.contextmanager
+def _reading(where: str, what: str) -> Iterator[None]:
+    """Errors of the parsers and decompressors below become one FileError ``where what``."""
+    try:
+        yield
+    except FileError:
+        raise
+    except Exception as exc:  # zipfile, zlib, lzma, ast and friends raise many kinds
+        raise FileError(f"{where} {what} ({_first_line(exc)})") from None
+
+
+# --------------------------------------------------------------------------- .npy, .npz
+
+
+def _npy_header(stream: IO[bytes], where: str) -> _Header:
+    """Parse a .npy header (magic, version, dict) from ``stream``, leaving it at the data."""
+    with _reading(where, "is not a readable .npy array"):
+        version = npy_format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = npy_format.read_array_header_1_0(stream)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = npy_format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unknown .npy format version {version}")
+    if any(n < 0 for n in shape):
+        raise FileError(f"{where} is not a readable .npy array (shape {shape})")
+    label = "object" if dtype.hasobject else str(dtype)
+    return _Header(tuple(shape), dtype, label, fortran)
+
+
+def _npy_array(buffer: Any, header: _Header) -> npt.NDArray[Any]:
+    assert header.dtype is not None
+    order = "F" if header.fortran else "C"
+    return buffer.view(header.dtype).reshape(header.shape, order=order)  # type: ignore[no-any-return]
+
+
+class _Npy:
+    """A .npy file: one array, no key."""
+
+    def __init__(self, path: Path, stack: contextlib.ExitStack) -> None:
+        self.path = path
+        self.file = stack.enter_context(path.open("rb"))
+        self.names: list[str] = []
+
+    def header(self, name: str | None) -> _Header:
+        return _npy_header(self.file, str(self.path))
+
+    def read(self, name: str | None, header: _Header, size: int) -> npt.NDArray[Any]:
+        where = str(self.path)
+        available = os.fstat(self.file.fileno()).st_size - self.file.tell()
+        _check_rest(where, header, size, available)
+        return _npy_array(_read_exactly(self.file, size, where, header), header)
+
+
+class _Npz:
+    """A .npz archive: members ``NAME.npy``; only the headers and the chosen member are read."""
+
+    def __init__(self, path: Path, stack: contextlib.ExitStack) -> None:
+        self.path = path
+        file = stack.enter_context(path.open("rb"))
+        with _reading(str(path), "is not a .npz (zip) archive"):
+            self.zip = stack.enter_context(zipfile.ZipFile(file))
+        infos = self.zip.infolist()
+        self.members = {i.filename[:-4]: i for i in infos if i.filename.endswith(".npy")}
+        self.names = list(self.members)
+
+    def header(self, name: str | None) -> _Header:
+        assert name is not None
+        where = _where(self.path, name)
+        with _reading(where, "cannot be read"), self.zip.open(self.members[name]) as stream:
+            return _npy_header(stream, where)
+
+    def read(self, name: str | None, header: _Header, size: int) -> npt.NDArray[Any]:
+        assert name is not None
+        where = _where(self.path, name)
+        with _reading(where, "is corrupt"), self.zip.open(self.members[name]) as stream:
+            _npy_header(stream, where)
+            _check_rest(where, header, size, self.members[name].file_size - stream.tell())
+            buffer = _read_exactly(stream, size, where, header)
+            if stream.read(1):  # also checks the CRC at the end of the member
+                raise FileError(f"{where} holds more data than its header declares")
+        return _npy_array(buffer, header)
+
+
+# --------------------------------------------------------------------------- .safetensors
+
+_SAFETENSORS_DTYPES = {
+    "F64": ("<f8", "float64"),
+    "F32": ("<f4", "float32"),
+    "F16": ("<f2", "float16"),
+    "BF16": ("<f4", "bfloat16"),  # stored as 2 bytes, read as float32
+    "I64": ("<i8", "int64"),
+    "I32": ("<i4", "int32"),
+    "I16": ("<i2", "int16"),
+    "I8": ("i1", "int8"),
+    "U64": ("<u8", "uint64"),
+    "U32": ("<u4", "uint32"),
+    "U16": ("<u2", "uint16"),
+    "U8": ("u1", "uint8"),
+    "BOOL": ("?", "bool"),
+}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+class _Safetensors:
+    """A .safetensors file: 8-byte header length, JSON header, then the tensors' bytes."""
+
+    def __init__(self, path: Path, stack: contextlib.ExitStack) -> None:
+        self.path = path
+        self.file = stack.enter_context(path.open("rb"))
+        self.size = os.fstat(self.file.fileno()).st_size
+        if self.size < 8:
+            raise FileError(
+                f"{path} is too short for a .safetensors file ({self.size} bytes; it starts "
+                "with an 8-byte header length)"
+            )
+        (length,) = struct.unpack("<Q", self.file.read(8))
+        if length > min(self.size - 8, _MAX_SAFETENSORS_HEADER):
+            raise FileError(
+                f"{path} is not a .safetensors file: its header length {length} exceeds the "
+                f"{self.size - 8} bytes that follow it (or the format's limit of 100 MB)"
+            )
+        with _reading(str(path), "is not a .safetensors file: its header is not valid JSON"):
+            header = json.loads(self.file.read(length))
+        if not isinstance(header, dict):
+            raise FileError(f"{path} is not a .safetensors file: its header is not a JSON object")
+        self.entries = {k: v for k, v in header.items() if k != "__metadata__"}
+        self.names = list(self.entries)
+        self.start = 8 + length
+
+    def _entry(self, name: str) -> tuple[str, list[int], int, int]:
+        entry = self.entries[name]
+        where = _where(self.path, name)
+        try:
+            code, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+            valid = isinstance(code, str) and all(_is_count(n) for n in [*shape, begin, end])
+        except (TypeError, KeyError, ValueError):
+            valid = False
+        if not valid or begin > end:
+            raise FileError(
+                f"{where} is not a valid tensor entry (it needs dtype, shape and data_offsets), "
+                f"got {json.dumps(entry)[:120]}"
+            )
+        if code not in _SAFETENSORS_DTYPES:
+            raise FileError(
+                f"{where} has unknown dtype {code!r}; known: {', '.join(_SAFETENSORS_DTYPES)}"
+            )
+        return code, shape, begin, end
+
+    def header(self, name: str | None) -> _Header:
+        assert name is not None
+        code, shape, begin, end = self._entry(name)
+        dtype, label = _SAFETENSORS_DTYPES[code]
+        header = _Header(tuple(shape), np.dtype(dtype), label)
+        stored = math.prod(shape) * (2 if code == "BF16" else np.dtype(dtype).itemsize)
+        if end - begin != stored:
+            raise FileError(
+                f"{_where(self.path, name)} declares {_declared(header)} "
+                f"({format_size(stored)}) but its data offsets span {end - begin:,} bytes"
+            )
+        return header
+
+    def read(self, name: str | None, header: _Header, size: int) -> npt.NDArray[Any]:
+        assert name is not None
+        code, _, begin, end = self._entry(name)
+        where = _where(self.path, name)
+        _check_rest(where, header, end - begin, min(self.size - self.start - begin, end - begin))
+        self.file.seek(self.start + begin)
+        buffer = _read_exactly(self.file, end - begin, where, header)
+        if code == "BF16":  # the top 16 bits of a float32
+            buffer = (buffer.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        return buffer.view(header.dtype).reshape(header.shape)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+# How torch.load(weights_only=True) names a pickled class or function it refuses.
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+class _Torch:
+    """A PyTorch file: ``torch.load(weights_only=True)``, memory-mapped when it can be."""
+
+    def __init__(self, path: Path, stack: contextlib.ExitStack, max_bytes: int) -> None:
+        try:
+            import torch
+        except ImportError:
+            needs = f"reading {path.suffix} files needs PyTorch: pip install torch"
+            raise FileError(needs) from None
+        self.path, self.torch = path, torch
+        mappable = zipfile.is_zipfile(path)  # what torch.save writes since PyTorch 1.6
+        size = path.stat().st_size
+        if not mappable and size > max_bytes:
+            raise FileError(
+                f"{path} is an old-format PyTorch file of {format_size(size)}, more than "
+                f"--max-bytes ({format_size(max_bytes)}); it can only be read whole"
+            )
+        try:
+            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=mappable)
+        except Exception as exc:  # torch raises many kinds for unreadable files
+            found = _UNSUPPORTED_GLOBAL.search(str(exc))
+            if found:
+                raise FileError(
+                    f"{path} holds Python objects other than tensors ({found[1]}), which are "
+                    "never loaded"
+                ) from None
+            reason = type(exc).__name__
+            raise FileError(f"{path} is not a readable PyTorch file ({reason})") from None
+        self.tensors: dict[str, Any] = {}
+        _flatten(loaded, "", self.tensors, torch.Tensor)
+        if not self.tensors:
+            raise FileError(f"{path} holds no tensors")
+        self.names = list(self.tensors)
+
+    def header(self, name: str | None) -> _Header:
+        assert name is not None
+        tensor = self.tensors[name]
+        label = str(tensor.dtype).removeprefix("torch.")
+        if tensor.dtype == self.torch.bfloat16:
+            return _Header(tuple(tensor.shape), np.dtype(np.float32), label)
+        try:
+            dtype = self.torch.empty(0, dtype=tensor.dtype).numpy().dtype
+        except (TypeError, RuntimeError):
+            dtype = None  # float8, quantized, ...: no NumPy equivalent
+        return _Header(tuple(tensor.shape), dtype, label)
+
+    def read(self, name: str | None, header: _Header, size: int) -> npt.NDArray[Any]:
+        assert name is not None
+        tensor = self.tensors[name].detach()
+        with _reading(_where(self.path, name), "cannot be read"):
+            if tensor.dtype == self.torch.bfloat16:
+                tensor = tensor.float()
+            return tensor.numpy()  # type: ignore[no-any-return]
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, Any], tensor: type) -> None:
+    if isinstance(obj, tensor):
+        out[prefix or "tensor"] = obj
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, tensor)
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _flatten(v, f"{prefix}.{i}" if prefix else str(i), out, tensor)
+
+
+_Source = _Npy | _Npz | _Safetensors | _Torch
+
+# --------------------------------------------------------------------------- choosing a key
+
+
+def _choose(path: Path, key: str | None, names: list[str], shape: Callable[[str], Any]) -> str:
+    """The key to use: ``key`` if given (and present), else the file's only array, else its
+    only 2-D array."""
+    if key is not None:
+        if key not in names:
+            raise FileError(f"--key {key!r} is not in {path}; it holds: {_listing(names, shape)}")
+        return key
+    if len(names) == 1:
+        return names[0]
+    tables = [name for name in names if len(shape(name) or ()) == 2]
+    if len(tables) == 1:
+        return tables[0]
+    if not tables:
+        raise FileError(f"{path} holds no 2-D array; it holds: {_listing(names, shape)}")
+    raise FileError(
+        f"{path} holds several 2-D arrays; choose one with --key: {_listing(names, shape)}"
+    )
+
+
+def _listing(names: list[str], shape: Callable[[str], Any], limit: int = 12) -> str:
+    """Up to ``limit`` names with shapes, 2-D arrays named like positions first."""
+    shapes = {name: shape(name) for name in names}
+    ranked = sorted(names, key=lambda n: (len(shapes[n] or ()) != 2, "pos" not in n.lower()))
+    shown = [f"{n} {'(unreadable)' if shapes[n] is None else shapes[n]}" for n in ranked[:limit]]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(shown) + more if shown else "nothing"
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
+    """Read the 2-D table ``key`` (or the only 2-D array) of ``path``, at most ``max_bytes``.
+
+    Raises:
+        FileError (a ValueError), TypeError or OSError, with one line naming the file.
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, expected a file")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise FileError(
+            f"FILE must end in {', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}, got {path.name!r}"
+        )
+    if suffix == ".npy" and key is not None:
+        raise FileError(f"--key does not apply to .npy files (got --key {key!r})")
+    if path.stat().st_size == 0:
+        raise FileError(f"{path} is empty (0 bytes)")
+    with contextlib.ExitStack() as stack:
+        source: _Source
+        if suffix == ".npy":
+            source = _Npy(path, stack)
+        elif suffix == ".npz":
+            source = _Npz(path, stack)
+        elif suffix == ".safetensors":
+            source = _Safetensors(path, stack)
+        else:
+            source = _Torch(path, stack, max_bytes)
+        name = None if suffix == ".npy" else _choose(path, key, source.names, _shape_of(source))
+        header = source.header(name)
+        size = _check_header(_where(path, name), header, max_bytes)
+        array = source.read(name, header, size)
+    tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
+    return Table(name, array, header.label, tolerance)
+
+
+def _shape_of(source: _Source) -> Callable[[str], tuple[int, ...] | None]:
+    """The declared shape of a member, or None when its header cannot be read."""
+
+    def shape(name: str) -> tuple[int, ...] | None:
+        try:
+            return source.header(name).shape
+        except (ValueError, TypeError):
+            return None
+
+    return shape
