@@ -25,6 +25,7 @@ from ._positions import (
     positions_from_tokens,
 )
 from ._rope_scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
+from . import _rope_scaling_extra  # noqa: F401  (registers proportional, ntk_alpha)
 from ._rotary import apply_rotary, rotary_cos_sin
 from ._sinusoidal import sinusoidal
 from ._switches import set_fast_paths
