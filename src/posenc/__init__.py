@@ -12,7 +12,10 @@ command line in ``posenc.cli``.
 
 from __future__ import annotations
 
-from . import analysis
+from . import (
+    _rope_scaling_extra,  # noqa: F401  (registers proportional, ntk_alpha)
+    analysis,
+)
 from ._conventions import CONVENTIONS, ConventionName
 from ._describe import describe
 from ._features import PairLayout
@@ -24,8 +27,8 @@ from ._positions import (
     positions_from_segments,
     positions_from_tokens,
 )
+from ._rope_plan import RopeLayer, RopePlan, rope_plan
 from ._rope_scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
-from . import _rope_scaling_extra  # noqa: F401  (registers proportional, ntk_alpha)
 from ._rotary import apply_rotary, rotary_cos_sin
 from ._sinusoidal import sinusoidal
 from ._switches import set_fast_paths
@@ -40,6 +43,8 @@ __all__ = [
     "ConventionName",
     "GridConventionName",
     "PairLayout",
+    "RopeLayer",
+    "RopePlan",
     "RopeScaling",
     "__version__",
     "analysis",
@@ -51,6 +56,7 @@ __all__ = [
     "positions_from_segments",
     "positions_from_tokens",
     "rope_frequencies",
+    "rope_plan",
     "rope_scaling",
     "rotary_cos_sin",
     "set_fast_paths",

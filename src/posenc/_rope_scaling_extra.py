@@ -53,9 +53,7 @@ register(
 
 def _ntk_alpha(r: RopeInput) -> tuple[_F64, float]:
     if r.dim == 2:
-        raise ValueError(
-            "dim must be >= 4 for rope_type 'ntk_alpha' (its exponent is dim/(dim-2))"
-        )
+        raise ValueError("dim must be >= 4 for rope_type 'ntk_alpha' (its exponent is dim/(dim-2))")
     new_base = r.base * r.params["alpha"] ** (r.dim / (r.dim - 2))
     return paper_schedule(r.dim, new_base), 1.0
 
