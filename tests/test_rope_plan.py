@@ -335,3 +335,39 @@ def test_plain_rope_of_any_size(head_dim: int, base: float, layers: int) -> None
     assert len(plan) == layers
     assert all(layer is plan[0] for layer in plan)
     np.testing.assert_allclose(plan[0].frequencies, omega(head_dim, base), rtol=1e-13)
+
+
+def test_flat_parameters_shared_by_several_layer_types() -> None:
+    gemma2 = {
+        "head_dim": 16,
+        "rope_theta": 10000.0,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+    }
+    plan = rope_plan(gemma2)
+    assert set(plan.kinds) == {"sliding_attention", "full_attention"}
+    assert plan.layer() == plan.layer("sliding_attention")  # the same RoPE: no need to choose
+    assert plan.layer().layer_type == "sliding_attention"
+
+
+def test_bad_values_are_named_with_where_they_are() -> None:
+    both = {"head_dim": 8, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}}
+    with pytest.raises(ValueError, match=r"config.rope_scaling: 'rope_type' = 'yarn' and 'type'"):
+        rope_plan(both)
+    with pytest.raises(ValueError, match=r"config.rope_parameters: base must be a positive"):
+        rope_plan({"head_dim": 8, "rope_parameters": {"rope_theta": -1.0}})
+    with pytest.raises(ValueError, match=r"rotary_dim must be even .* got 5"):
+        rope_plan({"head_dim": 10, "rope_theta": 1e4, "partial_rotary_factor": 0.5})
+    with pytest.raises(ValueError, match=r"config.layer_types must be a list of strings"):
+        rope_plan({"head_dim": 8, "rope_theta": 1e4, "layer_types": "full_attention"})
+
+
+def test_frequencies_are_read_only() -> None:
+    layer = rope_plan(GEMMA3_V5).layer("full_attention")
+    with pytest.raises(ValueError, match="read-only"):
+        layer.frequencies[0] = 1.0
+
+
+def test_v4_gemma3_without_the_pattern_uses_the_model_default() -> None:
+    config = {"head_dim": 8, "num_hidden_layers": 12, "rope_theta": 1e6}
+    plan = rope_plan({**config, "rope_local_base_freq": 1e4})
+    assert [x.base for x in plan].count(1e6) == 2  # layers 6 and 12 are global

@@ -180,11 +180,11 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     layers = d.get("num_hidden_layers")
     if not isinstance(layers, int) or isinstance(layers, bool):
         return None
-    if d.get("sliding_window_pattern") and d.get("rope_local_base_freq") is not None:
-        n = _int(where, "sliding_window_pattern", d["sliding_window_pattern"])
+    if d.get("rope_local_base_freq") is not None:  # Gemma 3 (4.x): every 6th layer global
+        n = _int(where, "sliding_window_pattern", d.get("sliding_window_pattern") or 6)
         return tuple("sliding_attention" if (i + 1) % n else FLAT for i in range(layers))
-    if d.get("global_attn_every_n_layers") and d.get("local_rope_theta") is not None:
-        n = _int(where, "global_attn_every_n_layers", d["global_attn_every_n_layers"])
+    if d.get("local_rope_theta") is not None:  # ModernBERT (4.x): every 3rd layer global
+        n = _int(where, "global_attn_every_n_layers", d.get("global_attn_every_n_layers") or 3)
         return tuple("sliding_attention" if i % n else FLAT for i in range(layers))
     return None
 

@@ -15,7 +15,7 @@ The pair layout is not in configs: it is the convention of the model's ``apply_r
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -304,11 +304,14 @@ class RopePlan:
 
     def layer(self, layer_type: str | None = None) -> RopeLayer:
         """The :class:`RopeLayer` of the layers of type ``layer_type``; with None, the one that
-        every rotating layer shares (a ValueError names the types when there are several)."""
+        every rotating layer shares (a ValueError names the types when they differ)."""
         rotating = {k: v for k, v in self.kinds.items() if v.uses_positions}
         if layer_type is None:
-            if len(rotating) == 1:
-                return next(iter(rotating.values()))
+            first = next(iter(rotating.values()), None)
+            if first is not None and all(
+                replace(v, layer_type=first.layer_type) == first for v in rotating.values()
+            ):
+                return first
             raise ValueError(
                 f"the config has {len(rotating)} kinds of rotating layers: pass layer_type= one "
                 f"of {sorted(rotating)} (all layer types: {sorted(self.kinds)})"
@@ -397,12 +400,20 @@ def _original_length(reading: ConfigReading, rope_type: str, params: dict[str, A
             params.setdefault("original_max_position_embeddings", length)
 
 
+def _rope_type(params: dict[str, Any], where: str) -> str:
+    rope_type, old = params.pop("rope_type", None), params.pop("type", None)
+    if rope_type is not None and old is not None and rope_type != old:
+        raise ValueError(
+            f"{where}: 'rope_type' = {rope_type!r} and 'type' = {old!r} disagree; give one of them"
+        )
+    return str(rope_type or old or "default")
+
+
 def _kind(
     reading: ConfigReading, label: str, raw: dict[str, Any], head_dim: int, where: str
 ) -> RopeLayer:
     params = dict(raw)
-    rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
-    params.pop("type", None)
+    rope_type = _rope_type(params, where)
     axes, sections, interleaved = _multi_axis(reading, params, rope_type)
     rope_type = {"mrope": "default", "xdrope": "dynamic"}.get(rope_type, rope_type)
     base, notes = _base(reading, params)
@@ -414,19 +425,17 @@ def _kind(
     if rope_type == "axial":
         return _axial(label, base, head_dim, _pairs(reading), notes)
     spec = None
-    if rope_type != "default" or params:  # plain RoPE needs no scaling (nor the model's length)
-        _original_length(reading, rope_type, params)
-        try:
+    try:
+        if rope_type != "default" or params:  # plain RoPE needs no scaling (nor the length)
+            _original_length(reading, rope_type, params)
             spec = rope_scaling({"rope_type": rope_type, **params})
             if spec is not None and spec.record.keeps_head_dim and partial is not None:
                 spec = RopeScaling(spec.rope_type, **spec.params, partial_rotary_factor=partial)
-            head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
-            omega, attention = rope_frequencies(rotary_dim, base=base, scaling=spec)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{where}: {exc}") from None
-    else:
-        head_dim, rotary_dim = _rotary_dims(reading, head_dim, None, partial)
-        omega, attention = rope_frequencies(rotary_dim, base=base)
+        head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
+        omega, attention = rope_frequencies(rotary_dim, base=base, scaling=spec)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    _read_only(omega)  # shared by every layer of the kind
     pairs = _pairs(reading)
     model_note = _MODEL_NOTES.get(reading.model_type or "")
     return RopeLayer(
@@ -472,8 +481,13 @@ def _axial(
             "axial: each axis turns at base^(-2k/(head_dim/2)) (transformers' "
             "compute_axial_rope_parameters); models order the two axes' pairs differently",
         ),
-        frequencies=paper_schedule(2 * quarter, base)[:quarter],
+        frequencies=_read_only(paper_schedule(2 * quarter, float(base))[:quarter]),
     )
+
+
+def _read_only(array: _F64) -> _F64:
+    array.setflags(write=False)
+    return array
 
 
 def _label_head_dims(reading: ConfigReading) -> dict[str, int]:
