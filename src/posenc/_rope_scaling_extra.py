@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._frequencies import paper_schedule
-from ._rope_scaling import RopeInput, RopeType, finite, flag, positive, register
+from ._rope_scaling import RopeInput, RopeType, _record, positive, register
 
 __all__: list[str] = []
 
@@ -51,6 +51,10 @@ register(
 )
 
 
+_YARN_KEYS = _record("yarn").keys
+_HUNYUAN_EXTRAS = ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate")
+
+
 def _ntk_alpha(r: RopeInput) -> tuple[_F64, float]:
     if r.dim == 2:
         raise ValueError("dim must be >= 4 for rope_type 'ntk_alpha' (its exponent is dim/(dim-2))")
@@ -63,13 +67,8 @@ register(
         name="ntk_alpha",
         keys={
             "alpha": positive,
-            # HunYuan configs carry these next to alpha; its NTK-alpha ignores them.
-            "factor": positive,
-            "beta_fast": positive,
-            "beta_slow": positive,
-            "mscale": finite,
-            "mscale_all_dim": finite,
-            "truncate": flag,
+            # HunYuan configs carry YaRN's keys next to alpha; its NTK-alpha ignores them.
+            **{k: _YARN_KEYS[k] for k in _HUNYUAN_EXTRAS},
         },
         required=("alpha",),
         transform=_ntk_alpha,

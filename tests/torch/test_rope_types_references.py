@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import posenc  # noqa: E402
+from tests.torch import rope_coverage  # noqa: E402
 from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
 
 POSITIONS = torch.arange(300)[None]
@@ -84,18 +85,10 @@ def test_proportional_tables_keep_the_head_size() -> None:
 
 
 def _hunyuan(alpha: float, head_dim: int = 128) -> object:
+    # the rope parameters of a HunYuan checkpoint (the coverage harness uses them too)
+    parameters = rope_coverage.OVERRIDES["HunYuanDenseV1Config"]["rope_parameters"]
     return transformers.HunYuanDenseV1Config(
-        head_dim=head_dim,
-        rope_parameters={
-            "rope_type": "dynamic",
-            "alpha": alpha,
-            "factor": 1.0,
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-            "rope_theta": 10000.0,
-        },
+        head_dim=head_dim, rope_parameters={**parameters, "alpha": alpha}
     )
 
 
