@@ -421,7 +421,9 @@ def test_rope_scaling_normalises_dicts():
     assert rope_scaling({"rope_type": "linear", "factor": 2.0, "attention_factor": None}) == spec
     assert rope_scaling({}) == RopeScaling()
     assert rope_scaling(LONGROPE).short_factor == (1.0, 1.5, 2.0, 3.0)
-    assert set(ROPE_TYPES) == {"default", "linear", "dynamic", "yarn", "llama3", "longrope"}
+    assert set(ROPE_TYPES) == {
+        *("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional", "ntk_alpha")
+    }
     spec = rope_scaling({**LLAMA3, "rope_theta": 500000.0, "max_position_embeddings": 131072})
     assert spec.rope_theta == 500000.0
     assert "llama3" in repr(spec)

@@ -12,7 +12,10 @@ command line in ``posenc.cli``.
 
 from __future__ import annotations
 
-from . import analysis
+from . import (
+    _rope_scaling_extra,  # noqa: F401  (registers proportional, ntk_alpha)
+    analysis,
+)
 from ._conventions import CONVENTIONS, ConventionName
 from ._describe import describe
 from ._features import PairLayout
@@ -32,6 +35,7 @@ from ._positions import (
     positions_from_segments,
     positions_from_tokens,
 )
+from ._rope_plan import RopeLayer, RopePlan, rope_plan
 from ._rope_scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
 from ._rotary import apply_rotary, rotary_cos_sin
 from ._sinusoidal import sinusoidal
@@ -50,6 +54,8 @@ __all__ = [
     "GridConventionName",
     "MultiAxisFrequencies",
     "PairLayout",
+    "RopeLayer",
+    "RopePlan",
     "RopeScaling",
     "__version__",
     "analysis",
@@ -64,6 +70,7 @@ __all__ = [
     "positions_from_segments",
     "positions_from_tokens",
     "rope_frequencies",
+    "rope_plan",
     "rope_scaling",
     "rotary_cos_sin",
     "set_fast_paths",

@@ -102,6 +102,20 @@ COMMON_KEYS: Mapping[str, Check] = MappingProxyType(
 )
 
 
+#: Keys that model configs put in their rope parameters and that leave the cos/sin tables
+#: unchanged (the model uses them elsewhere). Every rope_type accepts them; no transform reads
+#: them. Name -> (its check, what the model does with it).
+INERT_KEYS: Mapping[str, tuple[Check, str]] = MappingProxyType(
+    {
+        "llama_4_scaling_beta": (
+            finite,
+            "Ministral 3 / Mistral 4: scales the queries by position inside attention "
+            "(get_llama_4_attn_scale); the rotation is unchanged",
+        ),
+    }
+)
+
+
 class RopeInput(NamedTuple):
     """What a transform gets: the unscaled ω_k (float64 ``(dim/2,)``), the rotated ``dim``,
     the ``base``, the validated parameters and the sequence length (None: not longer than the
@@ -129,6 +143,11 @@ class RopeType:
         length_dependent: the frequencies depend on the sequence length (``seq_len``).
         original_length: the pre-training length a length-dependent type compares with.
         description: one line for :data:`ROPE_TYPES`.
+        keeps_head_dim: ``partial_rotary_factor`` does not shorten the table: the type gets the
+            whole head as ``dim`` and gives zero frequencies to the pairs it does not rotate.
+        spelled_as: ``(rope_type, key)``: a config that names this other ``rope_type`` and
+            gives this key means this type (HunYuan writes NTK-alpha as ``"dynamic"`` with
+            ``"alpha"``).
     """
 
     name: str
@@ -141,6 +160,8 @@ class RopeType:
     original_length: Callable[[Mapping[str, Any]], int | None] = field(
         default=lambda params: params.get("original_max_position_embeddings")
     )
+    keeps_head_dim: bool = False
+    spelled_as: tuple[str, str] | None = None
 
 
 _RECORDS: dict[str, RopeType] = {}
@@ -255,7 +276,7 @@ class RopeScaling:
 
     def __init__(self, rope_type: str = "default", **params: Any) -> None:
         record = _record(rope_type)
-        accepted = {**record.keys, **COMMON_KEYS}
+        accepted = {**record.keys, **COMMON_KEYS, **{n: c for n, (c, _) in INERT_KEYS.items()}}
         for name in params:
             if name not in accepted:
                 raise _not_a_parameter(name, record)
@@ -283,7 +304,8 @@ class RopeScaling:
         return self._record
 
     def __getattr__(self, name: str) -> Any:
-        known = name in COMMON_KEYS or any(name in r.keys for r in _RECORDS.values())
+        known = name in COMMON_KEYS or name in INERT_KEYS
+        known = known or any(name in r.keys for r in _RECORDS.values())
         if name.startswith("_") or not known:
             raise AttributeError(f"RopeScaling has no attribute {name!r}")
         return self._params.get(name)
@@ -362,6 +384,9 @@ mscale_all_dim, truncate)
             "disagree; give one of them"
         )
     rope_type = params.pop("rope_type", "default" if old is None else old)
+    for record in _RECORDS.values():
+        if record.spelled_as is not None and record.spelled_as[0] == rope_type:
+            rope_type = record.name if record.spelled_as[1] in params else rope_type
     return RopeScaling(rope_type, **params)
 
 

@@ -57,7 +57,9 @@ def resolve_rotary_dim(
 pass an even rotary_dim <= 7)
     """
     head_dim = check_int("head_dim", head_dim, minimum=1)
-    partial = None if scaling is None else scaling.partial_rotary_factor
+    # A type that keeps the head's size (``proportional``) reads the factor itself.
+    keeps = scaling is not None and scaling.record.keeps_head_dim
+    partial = None if scaling is None or keeps else scaling.partial_rotary_factor
     from_factor = None if partial is None else int(head_dim * partial)
     if rotary_dim is None:
         dim = head_dim if from_factor is None else from_factor

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,3 +16,24 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the RoPE coverage found by tests/torch/test_rope_coverage.py, when it ran."""
+    harness = sys.modules.get("tests.torch.rope_coverage")
+    outcomes = getattr(harness, "OUTCOMES", None)
+    if not outcomes:
+        return
+    total = harness.TOTAL or len(outcomes)
+    reproduced = sum(o.reproduced for o in outcomes.values())
+    missing = {d: o.reason for d, o in sorted(outcomes.items()) if not o.reproduced}
+    multi_axis = sum(reason == "multi-axis" for reason in missing.values())
+    checked = "" if len(outcomes) == total else f" ({len(outcomes)} checked in this run)"
+    terminalreporter.section("RoPE coverage")
+    terminalreporter.write_line(
+        f"RoPE coverage: {reproduced}/{total} transformers model directories with a rotary "
+        f"class reproduced by posenc.rope_plan{checked}; not reproduced: {len(missing)} "
+        f"({multi_axis} multi-axis)"
+    )
+    for directory, reason in missing.items():
+        terminalreporter.write_line(f"  {directory}: {reason}")

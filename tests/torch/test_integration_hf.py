@@ -713,7 +713,7 @@ def test_llama_rotary_like_rejects_a_module_that_differs_from_its_config():
     with pytest.raises(ValueError, match="not the RoPE cos encoding"):
         LlamaRotary.like(module)
     assert LlamaRotary.like(module, check=False).head_dim == 8
-    with pytest.raises(TypeError, match="config must have a 'rope_parameters' attribute"):
+    with pytest.raises(TypeError, match="config must be a transformers config"):
         LlamaRotary.from_config(object())
 
 

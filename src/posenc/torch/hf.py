@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from .._checks import check_base, check_bool, check_int
+from .._rope_plan import rope_plan
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
 from ._checks import as_positions, check_dtype
@@ -499,26 +500,38 @@ class LlamaRotary(nn.Module):
         self._omega = torch.from_numpy(omega)
 
     @classmethod
-    def from_config(cls, config: Any) -> LlamaRotary:
-        """The module for a ``LlamaConfig`` (reads ``rope_parameters``, the head size and
-        ``max_position_embeddings``, which ``dynamic`` and ``yarn`` use as Hugging Face does).
+    def from_config(cls, config: Any, *, layer_type: str | None = None) -> LlamaRotary:
+        """The module for the layers of type ``layer_type`` of a model's config, read by
+        :func:`posenc.rope_plan` (``rope_parameters`` or ``rope_scaling``, flat or per layer
+        type, the head size, ``max_position_embeddings``, every spelling the plan reads).
 
         Args:
-            config: a ``transformers`` config with ``rope_parameters`` (``rope_theta`` and
-                ``rope_type``), ``hidden_size``, ``num_attention_heads`` and optionally
-                ``head_dim``.
+            config: a ``transformers`` config (``LlamaConfig``, ``Gemma3TextConfig``, ...) or
+                a dict from ``config.json``.
+            layer_type: the layer type (``"sliding_attention"``, ``"full_attention"``, ...)
+                when layers differ; None when every rotating layer shares one RoPE (a
+                ValueError names the layer types otherwise).
+
+        The module returns the half-pair table that transformers' rotary modules return
+        (``torch.cat((freqs, freqs))``); Cohere's return an interleaved one (:meth:`like`
+        checks a module's table).
         """
-        params = dict(_config_value(config, "rope_parameters"))
-        head_dim = getattr(config, "head_dim", None) or (
-            _config_value(config, "hidden_size") // _config_value(config, "num_attention_heads")
-        )
-        if "rope_theta" not in params:
+        layer = rope_plan(config).layer(layer_type)
+        if not layer.uses_positions:
             raise ValueError(
-                f"config.rope_parameters must contain 'rope_theta', got keys {sorted(params)}"
+                f"layer_type {layer.layer_type!r} does not rotate ({'; '.join(layer.notes)}): "
+                "it needs no rotary module"
             )
-        if getattr(config, "max_position_embeddings", None) is not None:
-            params.setdefault("max_position_embeddings", config.max_position_embeddings)
-        return cls(head_dim, base=params["rope_theta"], scaling=params)
+        if layer.multi_axis or layer.rope_type == "axial":
+            raise ValueError(
+                f"layer_type {layer.layer_type!r} is multi-axis (axes {', '.join(layer.axes)}): "
+                "LlamaRotary builds 1-D RoPE"
+            )
+        keeps = layer.scaling is not None and layer.scaling.record.keeps_head_dim
+        rotary_dim = None if keeps else layer.rotary_dim
+        return cls(
+            layer.head_dim, base=layer.base or 0.0, scaling=layer.scaling, rotary_dim=rotary_dim
+        )
 
     @classmethod
     def like(cls, module: nn.Module, *, check: bool = True) -> LlamaRotary:

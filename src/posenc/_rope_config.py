@@ -1,0 +1,293 @@
+"""Reading the RoPE settings of a Hugging Face config, whatever its spelling.
+
+One function, :func:`read_config`, turns a ``transformers`` config object (anything with
+``to_dict()``, or with attributes) or a plain dict from ``config.json`` into a
+:class:`ConfigReading`: the rope parameter sets by label, which label each layer uses, and the
+sizes around them. The spellings are those of the config classes of ``transformers`` 5.x and of
+the ``config.json`` files written by 4.x:
+
+- rope parameters: ``rope_parameters`` (5.x; flat, or nested by layer type or by another label),
+  else ``rope_scaling`` (4.x); ``type`` for ``rope_type``.
+- base: ``rope_theta`` inside the parameters, else at the top level, else ``rotary_emb_base``
+  (GPT-NeoX); per layer type in 4.x files: ``rope_local_base_freq`` (Gemma 3: sliding layers),
+  ``global_rope_theta`` / ``local_rope_theta`` (ModernBERT); else 10000, transformers' default.
+- rotated part: ``partial_rotary_factor`` (inside or at the top level), ``rotary_pct``
+  (GPT-NeoX), ``rotary_dim`` (GPT-J, CodeGen: a number of channels), ``qk_rope_head_dim``
+  (DeepSeek's multi-head latent attention: the rotated part of each query/key head).
+- head size: ``head_dim``, else ``hidden_size // num_attention_heads``; per layer,
+  ``per_layer_config`` (``{layer index: {"head_dim": ...}}``) and ``global_head_dim`` (Gemma 4's
+  full-attention layers).
+- layers: ``layer_types``, else derived from ``sliding_window_pattern`` (Gemma 3) or
+  ``global_attn_every_n_layers`` (ModernBERT); layers without RoPE from ``no_rope_layers`` (1: the
+  layer rotates, 0: it does not; SmolLM3, Llama 4), ``no_rope_layer_interval``, a ``None``
+  parameter set (a layer type without RoPE), a layer type that is not attention, and
+  ``position_embedding_type`` other than ``"rotary"`` / ``"rope"`` (ESM, Granite hybrid).
+- composite models: the language model's ``text_config`` (also inside ``thinker_config``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NOT_ATTENTION", "ConfigReading", "read_config"]
+
+#: Layer types that are not attention layers: they use no positions.
+NOT_ATTENTION = frozenset(
+    {"linear_attention", "mamba", "mamba2", "conv", "recurrent", "mlp", "moe"}
+)
+
+# Keys that say a config has RoPE settings of its own (else its text_config is read).
+_ROPE_KEYS = (
+    "rope_parameters",
+    "rope_scaling",
+    "rope_theta",
+    "rotary_emb_base",
+    "rotary_pct",
+    "rotary_dim",
+    "partial_rotary_factor",
+    "rope_local_base_freq",
+    "local_rope_theta",
+    "global_rope_theta",
+)
+
+#: The label of a flat parameter set (the one every attention layer uses), as transformers
+#: names it when it validates one.
+FLAT = "full_attention"
+
+
+@dataclass
+class ConfigReading:
+    """What :func:`read_config` found (plain data; :mod:`posenc._rope_plan` interprets it)."""
+
+    where: str
+    model_type: str | None
+    params: dict[str, dict[str, Any] | None]
+    nested: bool
+    layer_labels: tuple[str, ...] | None
+    layer_types: tuple[str, ...] | None
+    head_dims: tuple[int, ...] | None
+    head_dim: int
+    top: dict[str, Any] = field(default_factory=dict)
+    no_rope: frozenset[int] = frozenset()
+    rotary: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+# Attributes read from a config object on top of its to_dict(): some are properties or
+# aliases (``attribute_map``) that to_dict() leaves out (JetMoe's and Zamba2's head_dim, ...).
+_ATTRIBUTES = (
+    "model_type",
+    "head_dim",
+    "hidden_size",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "layer_types",
+    "max_position_embeddings",
+    "original_max_position_embeddings",
+    "qk_rope_head_dim",
+    "rope_interleave",
+)
+
+
+def _get(config: Any, name: str) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(name)
+    try:
+        return getattr(config, name, None)
+    except Exception:
+        return None
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        return dict(config)
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict) and isinstance(result := to_dict(), Mapping):
+        d = dict(result)
+    elif hasattr(config, "__dict__"):
+        d = {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    else:
+        raise TypeError(
+            "config must be a transformers config (with to_dict()) or a dict read from "
+            f"config.json, got {type(config).__name__}"
+        )
+    for name in _ATTRIBUTES:
+        value = _get(config, name)
+        if value is not None and d.get(name) is None:
+            d[name] = value
+    return d
+
+
+def _has_rope(config: Any) -> bool:
+    return any(_get(config, k) is not None for k in _ROPE_KEYS)
+
+
+def _language_part(config: Any) -> tuple[dict[str, Any], str]:
+    """The part of a composite config that holds the language model's RoPE settings."""
+    if not isinstance(config, Mapping) and not hasattr(config, "__dict__"):
+        raise TypeError(
+            "config must be a transformers config (with to_dict()) or a dict read from "
+            f"config.json, got {type(config).__name__}"
+        )
+    where = "config"
+    for _ in range(3):
+        if _has_rope(config):
+            break
+        for name in ("text_config", "thinker_config"):
+            sub = _get(config, name)
+            if sub is not None and not isinstance(sub, str | numbers.Number):
+                config, where = sub, f"{where}.{name}"
+                break
+        else:
+            break
+    if not _has_rope(config):
+        raise ValueError(
+            f"{where} has no RoPE settings: none of {', '.join(_ROPE_KEYS)} (nor a text_config "
+            "with them); is it a rotary model?"
+        )
+    return _as_dict(config), where
+
+
+def _int(where: str, name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{where}.{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _head_dim(d: dict[str, Any], where: str) -> int:
+    if d.get("head_dim") is not None:
+        return _int(where, "head_dim", d["head_dim"])
+    hidden = d.get("hidden_size", d.get("embed_dim"))  # vision configs: embed_dim, num_heads
+    heads = d.get("num_attention_heads", d.get("num_heads"))
+    if hidden is None or heads is None:
+        raise ValueError(
+            f"{where} must give head_dim, or hidden_size and num_attention_heads, got "
+            f"head_dim={d.get('head_dim')!r}, hidden_size={hidden!r}, "
+            f"num_attention_heads={heads!r}"
+        )
+    return _int(where, "hidden_size", hidden) // _int(where, "num_attention_heads", heads)
+
+
+def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
+    types = d.get("layer_types")
+    if types is not None:
+        if isinstance(types, str) or not all(isinstance(t, str) for t in types):
+            raise ValueError(f"{where}.layer_types must be a list of strings, got {types!r}")
+        return tuple(types)
+    layers = d.get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        return None
+    if d.get("rope_local_base_freq") is not None:  # Gemma 3 (4.x): every 6th layer global
+        n = _int(where, "sliding_window_pattern", d.get("sliding_window_pattern") or 6)
+        return tuple("sliding_attention" if (i + 1) % n else FLAT for i in range(layers))
+    if d.get("local_rope_theta") is not None:  # ModernBERT (4.x): every 3rd layer global
+        n = _int(where, "global_attn_every_n_layers", d.get("global_attn_every_n_layers") or 3)
+        return tuple("sliding_attention" if i % n else FLAT for i in range(layers))
+    return None
+
+
+def _no_rope_layers(d: dict[str, Any], where: str, count: int | None) -> frozenset[int]:
+    flags = d.get("no_rope_layers")
+    if flags is None and d.get("no_rope_layer_interval") and count is not None:
+        n = _int(where, "no_rope_layer_interval", d["no_rope_layer_interval"])
+        flags = [int((i + 1) % n != 0) for i in range(count)]
+    if flags is None:
+        return frozenset()
+    if isinstance(flags, str) or not all(isinstance(f, int) for f in flags):
+        raise ValueError(
+            f"{where}.no_rope_layers must be a list of 0/1 per layer (1: the layer uses RoPE), "
+            f"got {flags!r}"
+        )
+    return frozenset(i for i, uses in enumerate(flags) if not uses)
+
+
+def _parameter_sets(
+    d: dict[str, Any], where: str, layer_types: tuple[str, ...] | None
+) -> tuple[dict[str, dict[str, Any] | None], bool, str]:
+    """The rope parameter sets by label, whether they were nested, and where they came from."""
+    name = "rope_parameters" if d.get("rope_parameters") is not None else "rope_scaling"
+    raw = d.get(name) or {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}.{name} must be a dict of rope parameters, got {raw!r}")
+    if any(isinstance(v, Mapping) for v in raw.values()):
+        sets: dict[str, dict[str, Any] | None] = {}
+        for label, value in raw.items():
+            if value is not None and not isinstance(value, Mapping):
+                raise ValueError(
+                    f"{where}.{name}[{label!r}] must be a dict of rope parameters or None "
+                    f"(nested by layer type), got {value!r}"
+                )
+            sets[str(label)] = None if value is None else dict(value)
+        return sets, True, f"{where}.{name}"
+    flat = dict(raw)
+    local = d.get("rope_local_base_freq")  # Gemma 3 (4.x): sliding layers, no scaling
+    if local is not None and layer_types is not None:
+        full = {**flat, "rope_theta": flat.get("rope_theta", d.get("rope_theta"))}
+        sliding = {"rope_type": "default", "rope_theta": local}
+        return {FLAT: full, "sliding_attention": sliding}, True, f"{where}.rope_local_base_freq"
+    if d.get("local_rope_theta") is not None and layer_types is not None:  # ModernBERT (4.x)
+        full = {**flat, "rope_theta": d.get("global_rope_theta", 160000.0)}
+        sliding = {**flat, "rope_theta": d["local_rope_theta"]}
+        return {FLAT: full, "sliding_attention": sliding}, True, f"{where}.local_rope_theta"
+    return {FLAT: flat}, False, f"{where}.{name}"
+
+
+def _head_dims(
+    d: dict[str, Any], where: str, head_dim: int, layer_types: tuple[str, ...] | None, count: int
+) -> tuple[int, ...]:
+    per_layer = d.get("per_layer_config") or {}
+    if not isinstance(per_layer, Mapping):
+        per_layer = {}  # a live view of a config object: its to_dict() form is read instead
+    overrides: dict[int, Any] = {}
+    for key, value in per_layer.items():  # keys: layer indices, as ints or strings ("05")
+        if isinstance(value, Mapping) and str(key).isdigit():
+            overrides[int(key)] = value
+    global_head_dim = d.get("global_head_dim")
+    dims = []
+    for i in range(count):
+        dim = head_dim
+        if global_head_dim is not None and layer_types is not None and layer_types[i] == FLAT:
+            dim = _int(where, "global_head_dim", global_head_dim)
+        if overrides.get(i, {}).get("head_dim") is not None:
+            dim = _int(where, f"per_layer_config[{i}].head_dim", overrides[i]["head_dim"])
+        dims.append(dim)
+    return tuple(dims)
+
+
+def read_config(config: Any) -> ConfigReading:
+    """Read the RoPE settings of ``config`` (see the module docstring for the spellings)."""
+    d, where = _language_part(config)
+    head_dim = _head_dim(d, where)
+    layer_types = _layer_types(d, where)
+    count = len(layer_types) if layer_types is not None else d.get("num_hidden_layers")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        count = None
+    params, nested, source = _parameter_sets(d, where, layer_types)
+    labels: tuple[str, ...] | None = None
+    if count is not None:
+        if not nested:
+            labels = tuple(layer_types or (FLAT,) * count)
+        elif layer_types is not None and all(t in params for t in set(layer_types)):
+            labels = layer_types
+    reading = ConfigReading(
+        where=source,
+        model_type=d.get("model_type"),
+        params=params,
+        nested=nested,
+        layer_labels=labels,
+        layer_types=layer_types,
+        head_dims=None if count is None else _head_dims(d, where, head_dim, layer_types, count),
+        head_dim=head_dim,
+        top=d,
+        no_rope=_no_rope_layers(d, where, count),
+    )
+    if "position_embedding_type" in d and d["position_embedding_type"] not in ("rotary", "rope"):
+        reading.rotary = False
+        reading.notes.append(
+            f"{where}.position_embedding_type = {d['position_embedding_type']!r}: the attention "
+            "does not rotate (RoPE is 'rotary' or 'rope')"
+        )
+    return reading

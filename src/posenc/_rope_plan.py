@@ -1,0 +1,586 @@
+"""Rope plans: what a model's config says about the RoPE of each of its layers.
+
+:func:`rope_plan` reads any Hugging Face config (see :mod:`posenc._rope_config` for the
+spellings) and returns a :class:`RopePlan`: one :class:`RopeLayer` per layer, each holding the
+float64 frequencies, the attention factor, the pair layout (and where it comes from), the rotated
+dimension, the axes and sections of multi-axis layers, the rope type, and whether the layer
+rotates at all. 1-D layers build their tables with :meth:`RopeLayer.cos_sin`.
+
+The pair layout is not in configs: it is the convention of the model's ``apply_rotary_pos_emb``
+(or equivalent), recorded here per ``model_type`` (:data:`PAIRS_BY_MODEL`), with DeepSeek's
+``rope_interleave`` flag read where the model has it. Every other model pairs channel ``i`` with
+``i + rotary_dim/2`` (transformers' ``rotate_half``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._features import PairLayout
+from ._frequencies import paper_schedule
+from ._rope_config import FLAT, NOT_ATTENTION, ConfigReading, read_config
+from ._rope_scaling import INERT_KEYS, RopeScaling, rope_frequencies, rope_scaling
+from ._rotary import resolve_rotary_dim, rotary_cos_sin
+
+__all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan"]
+
+_F64 = npt.NDArray[np.float64]
+_M = "transformers.models."
+_HALF_SOURCE = "transformers' rotate_half convention (channel i pairs with i + rotary_dim/2)"
+
+#: model_type -> (pair layout, the function of the model that rotates), for the models whose
+#: attention does not pair channel ``i`` with ``i + rotary_dim/2`` (transformers' default).
+PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
+    {
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb")
+            for t, m in [
+                ("cohere", "cohere"),  # rotate_half pairs 2k, 2k+1
+                ("cohere2", "cohere2"),
+                ("cohere2_moe", "cohere2_moe"),
+                ("blt", "blt"),
+                ("blt_patcher", "blt"),
+                ("blt_local_encoder", "blt"),
+                ("blt_local_decoder", "blt"),
+                ("blt_global_transformer", "blt"),
+                ("glm", "glm"),  # the half table, repeat_interleave'd
+                ("glm4", "glm4"),
+                ("helium", "helium"),
+                ("ernie4_5", "ernie4_5"),
+                ("ernie4_5_moe", "ernie4_5_moe"),
+                ("moonshine", "moonshine"),
+                ("moonshine_streaming", "moonshine_streaming"),
+                ("deepseek_v4", "deepseek_v4"),
+                ("pe_audio_encoder", "pe_audio"),  # 2x2 rotation blocks (stack_freqs)
+                ("pe_video_encoder", "pe_video"),
+                ("pe_audio_video_encoder", "pe_audio_video"),
+                ("openai_privacy_filter", "openai_privacy_filter"),  # x[..., ::2], x[..., 1::2]
+                ("ernie4_5_vl_moe_text", "ernie4_5_vl_moe"),
+            ]
+        },
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_emb")  # complex pairs
+            for t, m in [("deepseek_v2", "deepseek_v2"), ("llama4_text", "llama4")]
+        },
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb_interleave")
+            for t, m in [
+                ("axk2", "axk2"),
+                ("bailing_hybrid", "bailing_hybrid"),
+                ("deepseek_v32", "deepseek_v32"),
+                ("dots3_note_text", "dots3_note"),
+                ("glm_moe_dsa", "glm_moe_dsa"),
+                ("longcat_flash", "longcat_flash"),
+                ("mistral_large4_text", "mistral_large4"),
+            ]
+        },
+    }
+)
+
+# Models that choose by their config's ``rope_interleave`` (default True): model_type -> module.
+_INTERLEAVE_FLAG = {
+    "axk1": "axk1",
+    "deepseek_v3": "deepseek_v3",
+    "glm4_moe_lite": "glm4_moe_lite",
+    "mistral4": "mistral4",
+    "youtu": "youtu",
+}
+
+# What a model does with the rotation that the layout alone does not say.
+_MODEL_NOTES = {
+    "nanochat": "rotates by -angle: its rotate_half returns (x2, -x1)",
+    "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
+    "deepseek_v32": "its indexer rotates its own keys with half pairs",
+    "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
+}
+
+_AXES = {2: ("height", "width"), 3: ("temporal", "height", "width")}
+
+# Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
+# files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
+# whole head in transformers.
+_ROTARY_DIM_MODELS = frozenset({"gptj", "codegen", "minimax_m2"})
+
+# Text models whose rotary module always takes one position per axis (M-RoPE), with the sections
+# and layout it uses when the config gives no mrope_section: model_type -> (sections, interleaved).
+# None for the sections: two axes that take turns pair by pair over the whole head.
+_MULTI_AXIS_MODELS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxyType(
+    {
+        **dict.fromkeys(
+            ["qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "paddleocr_vl_text"],
+            ((16, 24, 24), False),
+        ),
+        **dict.fromkeys(
+            [
+                "qwen3_vl_text",
+                "qwen3_vl_moe_text",
+                "qwen3_omni_moe_text",
+                "cosmos3_edge_text",
+                "cohere_compass_text",
+            ],
+            ((24, 20, 20), True),
+        ),
+        **dict.fromkeys(
+            ["qwen3_5_text", "qwen3_5_moe_text", "qwen4_exp_text"], ((11, 11, 10), True)
+        ),
+        **dict.fromkeys(
+            ["glm4v_text", "glm_ocr_text", "glm4v_moe_text", "glm_image_text"],
+            ((8, 12, 12), False),
+        ),
+        "ernie4_5_vl_moe_text": ((22, 22, 20), True),
+        "neomme": (None, True),
+    }
+)
+
+
+def _pairs(reading: ConfigReading) -> tuple[PairLayout, str]:
+    model = reading.model_type or ""
+    if model in PAIRS_BY_MODEL:
+        return PAIRS_BY_MODEL[model]
+    if model in _INTERLEAVE_FLAG:
+        flag = reading.top.get("rope_interleave")
+        module = _INTERLEAVE_FLAG[model]
+        if flag is None or flag:
+            return "interleaved", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb_interleave"
+        return "half", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb"
+    return "half", _HALF_SOURCE
+
+
+@dataclass(frozen=True)
+class RopeLayer:
+    """The RoPE of one layer (or one kind of layer), as its config decides it.
+
+    Attributes:
+        layer_type: the config's label for it (``"full_attention"``, ``"sliding_attention"``,
+            ...; ``"full_attention"`` when the config has one parameter set for all layers).
+        uses_positions: False for a layer that does not rotate (no-RoPE layers, layer types
+            that are not attention); every other attribute then describes nothing.
+        rope_type: the ``rope_type`` (``"default"``, ``"yarn"``, ..., ``"axial"`` for 2-D
+            vision layers), None without positions.
+        base: ``rope_theta``.
+        scaling: the validated :class:`posenc.RopeScaling` (None for plain RoPE); accepted
+            inert keys are in :attr:`inert`, not here.
+        head_dim: channels per head that the table covers (the rotated part of a DeepSeek
+            latent-attention head, ``qk_rope_head_dim``).
+        rotary_dim: rotated channels (``head_dim`` for ``proportional``, whose unrotated pairs
+            have zero frequencies).
+        frequencies: float64 ``(rotary_dim/2,)``: ω_k at the original length (length-dependent
+            types: see :meth:`frequencies_at`).
+        attention_factor: the number the table is multiplied by (YaRN, LongRoPE; else 1).
+        pairs: ``"half"`` or ``"interleaved"``: how the model's attention pairs channels.
+        pairs_source: the function of the model that decides :attr:`pairs`.
+        axes: the position axes of a multi-axis layer (``("temporal", "height", "width")``);
+            ``()`` for 1-D RoPE.
+        sections: pairs per axis (``mrope_section``), ``()`` for 1-D RoPE.
+        interleaved_sections: the axes take turns pair by pair (``mrope_interleaved``) instead
+            of one contiguous block each.
+        inert: ``(key, value)`` pairs the config gives that leave the tables unchanged.
+        notes: what else the config or the model does with positions, in words.
+    """
+
+    layer_type: str
+    uses_positions: bool
+    rope_type: str | None
+    base: float | None
+    scaling: RopeScaling | None
+    head_dim: int
+    rotary_dim: int
+    attention_factor: float
+    pairs: PairLayout
+    pairs_source: str
+    axes: tuple[str, ...] = ()
+    sections: tuple[int, ...] = ()
+    interleaved_sections: bool = False
+    inert: tuple[tuple[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    frequencies: _F64 = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+
+    @property
+    def multi_axis(self) -> bool:
+        """True when tokens have several position coordinates (M-RoPE, 2-D vision RoPE)."""
+        return len(self.axes) > 1
+
+    def frequencies_at(self, seq_len: int | None) -> tuple[_F64, float]:
+        """``(omega, attention_factor)`` for a sequence of ``seq_len`` positions (``dynamic``
+        and ``longrope`` depend on it; other types return :attr:`frequencies`)."""
+        self._check_1d("frequencies_at")
+        dim = self.rotary_dim
+        return rope_frequencies(dim, base=self.base or 0.0, scaling=self.scaling, seq_len=seq_len)
+
+    def cos_sin(
+        self, positions: Any, *, dtype: Any = np.float32, seq_len: int | None = None
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """The layer's cos/sin tables, laid out for :attr:`pairs`: :func:`posenc.rotary_cos_sin`
+        with this layer's settings. ``(*S, rotary_dim)`` each for positions of shape ``S``."""
+        self._check_1d("cos_sin")
+        return rotary_cos_sin(
+            positions,
+            self.head_dim,
+            base=self.base or 0.0,
+            scaling=self.scaling,
+            rotary_dim=None if self._keeps_head_dim else self.rotary_dim,
+            pairs=self.pairs,
+            dtype=dtype,
+            seq_len=seq_len,
+        )
+
+    @property
+    def _keeps_head_dim(self) -> bool:
+        return self.scaling is not None and self.scaling.record.keeps_head_dim
+
+    def _check_1d(self, what: str) -> None:
+        if not self.uses_positions:
+            raise ValueError(
+                f"layer type {self.layer_type!r} does not rotate (uses_positions is False): "
+                f"it has no {what.replace('_', '/')}"
+            )
+        if self.multi_axis or self.rope_type == "axial":
+            raise ValueError(
+                f"layer type {self.layer_type!r} is multi-axis (axes {', '.join(self.axes)}; "
+                f"sections {self.sections}): {what} builds 1-D RoPE only"
+            )
+
+    def __repr__(self) -> str:
+        if not self.uses_positions:
+            return f"RopeLayer({self.layer_type!r}, uses_positions=False)"
+        parts = [
+            repr(self.layer_type),
+            f"rope_type={self.rope_type!r}",
+            f"base={self.base!r}",
+            f"head_dim={self.head_dim}",
+            f"rotary_dim={self.rotary_dim}",
+            f"pairs={self.pairs!r}",
+        ]
+        if self.attention_factor != 1.0:
+            parts.append(f"attention_factor={self.attention_factor!r}")
+        if self.axes:
+            parts.append(f"axes={self.axes!r}, sections={self.sections!r}")
+        if self.inert:
+            parts.append(f"inert={dict(self.inert)!r}")
+        return f"RopeLayer({', '.join(parts)})"
+
+
+def _no_rope(label: str, head_dim: int, pairs: tuple[PairLayout, str], why: str) -> RopeLayer:
+    return RopeLayer(
+        layer_type=label,
+        uses_positions=False,
+        rope_type=None,
+        base=None,
+        scaling=None,
+        head_dim=head_dim,
+        rotary_dim=0,
+        attention_factor=1.0,
+        pairs=pairs[0],
+        pairs_source=pairs[1],
+        notes=(why,),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class RopePlan:
+    """The RoPE of every layer of a model, from :func:`rope_plan`.
+
+    Attributes:
+        model_type: the config's ``model_type`` (of the language model for composite configs).
+        source: where the rope parameters were read (``"config.text_config.rope_parameters"``).
+        layers: one :class:`RopeLayer` per layer, in order; empty when the config does not say
+            which parameter set each layer uses (DeepSeek-V4 keys them by branch, ``main`` and
+            ``compress``: see :attr:`kinds`).
+        kinds: label -> :class:`RopeLayer`, one per rope parameter set (per layer type).
+        notes: what the config says beyond the tables, in words.
+    """
+
+    model_type: str | None
+    source: str
+    layers: tuple[RopeLayer, ...]
+    kinds: Mapping[str, RopeLayer]
+    notes: tuple[str, ...] = ()
+
+    def layer(self, layer_type: str | None = None) -> RopeLayer:
+        """The :class:`RopeLayer` of the layers of type ``layer_type``; with None, the one that
+        every rotating layer shares (a ValueError names the types when they differ)."""
+        rotating = {k: v for k, v in self.kinds.items() if v.uses_positions}
+        if layer_type is None:
+            first = next(iter(rotating.values()), None)
+            if first is not None and all(
+                replace(v, layer_type=first.layer_type) == first for v in rotating.values()
+            ):
+                return first
+            raise ValueError(
+                f"the config has {len(rotating)} kinds of rotating layers: pass layer_type= one "
+                f"of {sorted(rotating)} (all layer types: {sorted(self.kinds)})"
+            )
+        if layer_type not in self.kinds:
+            raise ValueError(
+                f"layer_type must be one of {sorted(self.kinds)} (the config's), got {layer_type!r}"
+            )
+        return self.kinds[layer_type]
+
+    def __iter__(self) -> Iterator[RopeLayer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, index: int) -> RopeLayer:
+        return self.layers[index]
+
+    def __repr__(self) -> str:
+        counts = {k: 0 for k in self.kinds}
+        for layer in self.layers:
+            counts[layer.layer_type] = counts.get(layer.layer_type, 0) + 1
+        kinds = "; ".join(f"{k} x{counts.get(k, 0)}: {v!r}" for k, v in self.kinds.items())
+        return f"RopePlan({self.model_type!r}, {len(self.layers)} layers; {kinds})"
+
+
+def _base(reading: ConfigReading, params: dict[str, Any]) -> tuple[float, tuple[str, ...]]:
+    theta = params.pop("rope_theta", None)
+    for name in ("rope_theta", "rotary_emb_base"):
+        if theta is None:
+            theta = reading.top.get(name)
+    if theta is None:
+        return 10000.0, ("rope_theta not given: 10000, transformers' default",)
+    return theta, ()
+
+
+def _multi_axis(
+    reading: ConfigReading, params: dict[str, Any], rope_type: str
+) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
+    section = params.pop("mrope_section", None)
+    legacy = params.pop("xdrope_section", None)  # HunYuan VL's older name
+    section = section if section is not None else legacy
+    if section is None:
+        section = reading.top.get("mrope_section")
+    interleaved = params.pop("mrope_interleaved", reading.top.get("mrope_interleaved"))
+    default = _MULTI_AXIS_MODELS.get(reading.model_type or "")
+    if section is None and default is not None:
+        if default[0] is None:  # two axes taking turns pair by pair
+            return ("height", "width"), (), True
+        section = default[0]
+        interleaved = default[1] if interleaved is None else interleaved
+    if section is None:
+        return (("temporal", "height", "width") if rope_type == "mrope" else ()), (), False
+    sections = tuple(int(s) for s in section)
+    names = _AXES.get(len(sections), tuple(f"axis{i}" for i in range(len(sections))))
+    return names, sections, bool(interleaved)
+
+
+def _rotary_dims(
+    reading: ConfigReading, head_dim: int, spec: RopeScaling | None, partial: Any
+) -> tuple[int, int]:
+    """``(head_dim, rotary_dim)`` of a layer whose full head has ``head_dim`` channels."""
+    if spec is not None and spec.record.keeps_head_dim:
+        return head_dim, head_dim
+    latent = reading.top.get("qk_rope_head_dim")
+    if partial is None and latent is not None:  # DeepSeek latent attention: q_pe / k_pe only
+        return int(latent), resolve_rotary_dim(int(latent))
+    absolute = reading.top.get("rotary_dim")
+    if absolute is not None and partial is None and reading.model_type in _ROTARY_DIM_MODELS:
+        return head_dim, resolve_rotary_dim(head_dim, absolute)
+    if partial is None:
+        return head_dim, resolve_rotary_dim(head_dim)
+    return head_dim, resolve_rotary_dim(head_dim, None, RopeScaling(partial_rotary_factor=partial))
+
+
+def _original_length(reading: ConfigReading, rope_type: str, params: dict[str, Any]) -> None:
+    length = reading.top.get("max_position_embeddings")
+    if length is not None:
+        params.setdefault("max_position_embeddings", length)
+    if rope_type in ("llama3", "yarn", "longrope"):  # as transformers' standardize_rope_params
+        top = reading.top.get("original_max_position_embeddings")
+        if top is not None:  # Phi-3 keeps it at the top level, and it wins there
+            params["original_max_position_embeddings"] = top
+        elif length is not None:
+            params.setdefault("original_max_position_embeddings", length)
+
+
+def _rope_type(params: dict[str, Any], where: str) -> str:
+    rope_type, old = params.pop("rope_type", None), params.pop("type", None)
+    if rope_type is not None and old is not None and rope_type != old:
+        raise ValueError(
+            f"{where}: 'rope_type' = {rope_type!r} and 'type' = {old!r} disagree; give one of them"
+        )
+    return str(rope_type or old or "default")
+
+
+def _kind(
+    reading: ConfigReading, label: str, raw: dict[str, Any], head_dim: int, where: str
+) -> RopeLayer:
+    params = dict(raw)
+    rope_type = _rope_type(params, where)
+    axes, sections, interleaved = _multi_axis(reading, params, rope_type)
+    rope_type = {"mrope": "default", "xdrope": "dynamic"}.get(rope_type, rope_type)
+    base, notes = _base(reading, params)
+    partial = params.pop("partial_rotary_factor", None)
+    for name in ("partial_rotary_factor", "rotary_pct"):
+        partial = reading.top.get(name) if partial is None else partial
+    inert = tuple((k, params.pop(k)) for k in list(params) if k in INERT_KEYS)
+    notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
+    if rope_type == "axial":
+        return _axial(label, base, head_dim, _pairs(reading), notes)
+    spec = None
+    try:
+        if rope_type != "default" or params:  # plain RoPE needs no scaling (nor the length)
+            _original_length(reading, rope_type, params)
+            spec = rope_scaling({"rope_type": rope_type, **params})
+            if spec is not None and spec.record.keeps_head_dim and partial is not None:
+                spec = RopeScaling(spec.rope_type, **spec.params, partial_rotary_factor=partial)
+        head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
+        omega, attention = rope_frequencies(rotary_dim, base=base, scaling=spec)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    _read_only(omega)  # shared by every layer of the kind
+    pairs = _pairs(reading)
+    model_note = _MODEL_NOTES.get(reading.model_type or "")
+    return RopeLayer(
+        layer_type=label,
+        uses_positions=True,
+        rope_type=spec.rope_type if spec is not None else rope_type,
+        base=float(base),
+        scaling=spec,
+        head_dim=head_dim,
+        rotary_dim=rotary_dim,
+        attention_factor=float(attention),
+        pairs=pairs[0],
+        pairs_source=pairs[1],
+        axes=axes,
+        sections=sections,
+        interleaved_sections=interleaved,
+        inert=inert,
+        notes=notes + ((model_note,) if model_note else ()),
+        frequencies=omega,
+    )
+
+
+def _axial(
+    label: str, base: float, head_dim: int, pairs: tuple[PairLayout, str], notes: tuple[str, ...]
+) -> RopeLayer:
+    """2-D vision RoPE: half the pairs follow the row, half the column."""
+    quarter = head_dim // 4
+    return RopeLayer(
+        layer_type=label,
+        uses_positions=True,
+        rope_type="axial",
+        base=float(base),
+        scaling=None,
+        head_dim=head_dim,
+        rotary_dim=4 * quarter,
+        attention_factor=1.0,
+        pairs=pairs[0],
+        pairs_source=pairs[1],
+        axes=("height", "width"),
+        sections=(quarter, quarter),
+        notes=(
+            *notes,
+            "axial: each axis turns at base^(-2k/(head_dim/2)) (transformers' "
+            "compute_axial_rope_parameters); models order the two axes' pairs differently",
+        ),
+        frequencies=_read_only(paper_schedule(2 * quarter, float(base))[:quarter]),
+    )
+
+
+def _read_only(array: _F64) -> _F64:
+    array.setflags(write=False)
+    return array
+
+
+def _label_head_dims(reading: ConfigReading) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    if reading.layer_labels is not None and reading.head_dims is not None:
+        for label, dim in zip(reading.layer_labels, reading.head_dims, strict=True):
+            dims.setdefault(label, dim)
+    return dims
+
+
+def _kinds(reading: ConfigReading, pairs: tuple[PairLayout, str]) -> dict[str, RopeLayer]:
+    dims = _label_head_dims(reading)
+    if reading.nested:
+        labelled = list(reading.params.items())
+    else:
+        names = dict.fromkeys(reading.layer_labels or (FLAT,))
+        labelled = [(name, reading.params[FLAT]) for name in names]
+    kinds = {}
+    for label, raw in labelled:
+        dim = dims.get(label, reading.head_dim)
+        where = f"{reading.where}[{label!r}]" if reading.nested else reading.where
+        if not reading.rotary:
+            kinds[label] = _no_rope(label, dim, pairs, reading.notes[0])
+        elif raw is None:
+            kinds[label] = _no_rope(label, dim, pairs, f"{where} is None: no RoPE")
+        elif label in NOT_ATTENTION:
+            kinds[label] = _no_rope(label, dim, pairs, f"{label!r} layers are not attention")
+        else:
+            kinds[label] = _kind(reading, label, raw, dim, where)
+    return kinds
+
+
+def _layers(
+    reading: ConfigReading, kinds: dict[str, RopeLayer], pairs: tuple[PairLayout, str]
+) -> tuple[RopeLayer, ...]:
+    if reading.layer_labels is None or reading.head_dims is None:
+        return ()
+    dims = _label_head_dims(reading)
+    layers = []
+    for i, (label, dim) in enumerate(zip(reading.layer_labels, reading.head_dims, strict=True)):
+        kind = kinds[label]
+        if i in reading.no_rope and kind.uses_positions:
+            kind = _no_rope(label, dim, pairs, f"no_rope_layers[{i}] is 0: no RoPE in this layer")
+        elif kind.uses_positions and dim != dims[label]:  # a per-layer head size
+            raw = reading.params[label if reading.nested else FLAT]
+            assert raw is not None
+            kind = _kind(reading, label, raw, dim, f"{reading.where}[layer {i}]")
+        layers.append(kind)
+    return tuple(layers)
+
+
+def rope_plan(config: Any) -> RopePlan:
+    """The RoPE of every layer of a model, read from its Hugging Face config.
+
+    Args:
+        config: a ``transformers`` config object (``LlamaConfig``, ``Gemma3TextConfig``, a
+            composite config such as ``Qwen2VLConfig``, whose ``text_config`` is read), or a
+            dict loaded from a ``config.json`` (4.x ``rope_scaling`` + ``rope_theta`` or 5.x
+            ``rope_parameters``, flat or nested by layer type).
+
+    Returns:
+        a :class:`RopePlan`: ``plan.layers`` (one :class:`RopeLayer` per layer),
+        ``plan.kinds`` (one per layer type) and ``plan.layer(layer_type)``.
+
+    Raises:
+        ValueError: naming the key, for a rope parameter that posenc does not know (keys that
+            leave the tables unchanged, such as ``llama_4_scaling_beta``, are accepted and
+            reported in ``RopeLayer.inert``), a missing size, or a config without RoPE settings.
+
+    >>> config = {"model_type": "gemma3_text", "head_dim": 8, "num_hidden_layers": 3,
+    ...           "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+    ...           "rope_parameters": {
+    ...               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    ...               "full_attention": {"rope_type": "linear", "factor": 8.0,
+    ...                                  "rope_theta": 1000000.0}}}
+    >>> plan = rope_plan(config)
+    >>> [layer.rope_type for layer in plan]
+    ['default', 'default', 'linear']
+    >>> plan.layer("sliding_attention").frequencies
+    array([1.   , 0.1  , 0.01 , 0.001])
+    >>> plan.layer("full_attention").scaling
+    RopeScaling(rope_type='linear', factor=8.0)
+    >>> cos, sin = plan.layer("sliding_attention").cos_sin(2)
+    >>> cos.shape
+    (2, 8)
+    """
+    reading = read_config(config)
+    pairs = _pairs(reading)
+    kinds = _kinds(reading, pairs)
+    return RopePlan(
+        model_type=reading.model_type,
+        source=reading.where,
+        layers=_layers(reading, kinds, pairs),
+        kinds=MappingProxyType(kinds),
+        notes=tuple(reading.notes),
+    )

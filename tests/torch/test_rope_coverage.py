@@ -1,0 +1,169 @@
+"""RoPE coverage: posenc.rope_plan against every rotary class of the pinned transformers.
+
+One test per model directory that defines a ``*RotaryEmbedding*`` class (see
+``tests/torch/rope_coverage.py`` for what "reproduced" means). A directory posenc reproduces
+must stay reproduced; the others are listed in :data:`KNOWN_MISSING` with the reason, and a
+test fails when one of them starts passing (so that the table is updated). The counts and the
+list are printed in pytest's terminal summary ("RoPE coverage: N/193").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from tests.torch import rope_coverage  # noqa: E402
+
+#: The transformers release the table below describes (requirements-dev.txt pins it).
+PINNED = "5.23.0"
+MODEL_DIRECTORIES = 193
+
+_MULTI_AXIS = [
+    "cohere_compass",
+    "cosmos3_edge",
+    "dots3_note",
+    "edgetam_video",
+    "ernie4_5_vl_moe",
+    "exaone4_5",
+    "gemma4",
+    "glm4v",
+    "glm4v_moe",
+    "glm5_next",
+    "glm_image",
+    "glm_ocr",
+    "hunyuan_vl",
+    "inkling2",
+    "kimi_k25",
+    "lfm3_vl",
+    "minimax_m3_vl",
+    "mlcd",
+    "muse_glimmer",
+    "muse_spark",
+    "neomme",
+    "paddleocr_vl",
+    "pixtral",
+    "qwen2_5_omni",
+    "qwen2_5_vl",
+    "qwen2_vl",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "qwen3_omni_moe",
+    "qwen3_vl",
+    "qwen3_vl_moe",
+    "qwen4_exp",
+    "sam2_video",
+    "sam3",
+    "sam3_tracker_video",
+    "step3p7",
+    "video_llama_3",
+]
+
+#: directory -> the reason it is not reproduced (a part of the harness's reason).
+KNOWN_MISSING: dict[str, str] = {
+    **dict.fromkeys(_MULTI_AXIS, "multi-axis"),
+    # 2-D grids built inside forward from an image's size (no position ids)
+    "efficientloftr": "forward(x) takes no 1-D position ids",
+    "eomt_dinov3": "forward(pixel_values) takes no 1-D position ids",
+    "llama4": "Llama4VisionRotaryEmbedding: forward(hidden_states) takes no 1-D position ids",
+    # 3-D atom coordinates and a per-atom id
+    "esmfold2": "forward(ref_pos, ref_space_uid, dtype) takes no 1-D position ids",
+    # audio timestamps in seconds, not position ids
+    "musicflamingo": "forward(timestamps, seq_len) takes no 1-D position ids",
+    # its rotate_half returns (x2, -x1): it rotates by -angle, which no pair layout describes
+    "nanochat": "pairs 'half': q·k differs from apply_rotary_pos_emb",
+}
+
+
+def _directories() -> dict[str, list[tuple[str, str]]]:
+    try:
+        return rope_coverage.directories()
+    except Exception:
+        return {}
+
+
+DIRECTORIES = _directories()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _setup(one_thread: None) -> None:
+    if transformers.__version__ != PINNED:
+        pytest.skip(
+            f"the coverage table describes transformers {PINNED}, not {transformers.__version__}"
+        )
+    transformers.logging.set_verbosity_error()
+    rope_coverage.TOTAL = len(DIRECTORIES)
+
+
+def test_every_directory_with_a_rotary_class_is_counted() -> None:
+    assert len(DIRECTORIES) == MODEL_DIRECTORIES
+    assert set(KNOWN_MISSING) <= set(DIRECTORIES)
+
+
+@pytest.mark.parametrize("directory", sorted(DIRECTORIES))
+def test_rotary_classes_are_reproduced(directory: str) -> None:
+    outcome = rope_coverage.check_directory(directory, DIRECTORIES[directory])
+    rope_coverage.OUTCOMES[directory] = outcome
+    if directory in KNOWN_MISSING:
+        assert not outcome.reproduced, (
+            f"{directory} is reproduced now: remove it from KNOWN_MISSING in {Path(__file__).name}"
+        )
+        assert KNOWN_MISSING[directory] in outcome.reason, outcome.reason
+    else:
+        assert outcome.reproduced, outcome.reason
+
+
+# -- the harness can fail ---------------------------------------------------------------------
+
+
+def llama() -> tuple[object, object]:
+    from transformers.models.llama import modeling_llama
+
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4)
+    return modeling_llama, config
+
+
+def test_a_wrong_base_fails_the_table_comparison() -> None:
+    import posenc
+
+    module, config = llama()
+    cos, sin = module.LlamaRotaryEmbedding(config)(torch.zeros(1), rope_coverage.POSITIONS)
+    layer = posenc.rope_plan(config).layer()
+    assert rope_coverage.compare_tables(layer, cos, sin, "half") is None
+    wrong = posenc.rope_plan({"head_dim": 16, "rope_theta": 10001.0}).layer()
+    assert "differs by" in (rope_coverage.compare_tables(wrong, cos, sin, "half") or "")
+    assert "differs by" in (rope_coverage.compare_tables(layer, cos, sin, "interleaved") or "")
+
+
+def test_a_wrong_pair_layout_fails_the_rotation_comparison() -> None:
+    import dataclasses
+
+    import posenc
+
+    module, config = llama()
+    cos, sin = module.LlamaRotaryEmbedding(config)(torch.zeros(1), rope_coverage.POSITIONS)
+    layer = posenc.rope_plan(config).layer()
+    apply = module.apply_rotary_pos_emb
+    assert rope_coverage.compare_rotation(layer, apply, cos, sin) is None
+    interleaved = dataclasses.replace(layer, pairs="interleaved")
+    assert "q·k differs" in (rope_coverage.compare_rotation(interleaved, apply, cos, sin) or "")
+
+
+def test_overrides_name_existing_config_classes() -> None:
+    names = set(rope_coverage.OVERRIDES) | {
+        name for names in rope_coverage.CONFIG_FOR.values() for name in names
+    }
+    for name in names:
+        assert hasattr(transformers, name) or _defined_in_models(name), name
+
+
+def _defined_in_models(name: str) -> bool:
+    spec = importlib.util.find_spec("transformers")
+    assert spec is not None
+    assert spec.origin is not None
+    root = Path(spec.origin).parent / "models"
+    return any(f"class {name}(" in p.read_text() for p in root.glob("*/configuration_*.py"))
