@@ -28,6 +28,7 @@ __all__ = [
     "check_probability",
     "check_real",
     "check_sequence",
+    "check_shift",
 ]
 
 #: Largest |position| whose integer value float64 holds exactly: the position limit.
@@ -114,7 +115,7 @@ def check_position_magnitude(name: str, smallest: float, largest: float) -> None
             )
 
 
-def check_offset(name: str, value: Any, largest: int = 0) -> int:
+def check_offset(name: str, value: Any, largest: Any = 0) -> int:
     """Return ``value``, an int >= 0 added to positions up to ``largest``; the offset and the
     sum must stay within the position limit (compared as Python ints, before any fixed-width
     addition could wrap).
@@ -127,14 +128,22 @@ def check_offset(name: str, value: Any, largest: int = 0) -> int:
     ValueError: offset must keep positions within 2**53 (...), got offset=9007199254740992 for ...
     """
     offset = check_int(name, value, minimum=0)
-    # two comparisons, no max(): ``largest`` may be a torch.SymInt (a traced length)
+    check_shift(name, offset, largest)
+    return offset
+
+
+def check_shift(name: str, offset: Any, largest: Any) -> None:
+    """An offset >= 0 and the positions up to ``largest`` it shifts must stay within 2**53.
+
+    Comparisons only, no ``max()`` or branch on the values: either may be a ``torch.SymInt``
+    (a length traced by ``torch.compile``).
+    """
     if offset > MAX_EXACT_POSITION or offset + largest > MAX_EXACT_POSITION:
         context = f" for positions up to {largest}" if largest > 0 else ""
         raise ValueError(
             f"{name} must keep positions within 2**53 (float64 holds them exactly), got "
             f"{name}={offset}{context}"
         )
-    return offset
 
 
 def as_int64(name: str, array: npt.NDArray[Any]) -> npt.NDArray[np.int64]:

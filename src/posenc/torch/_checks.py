@@ -31,6 +31,7 @@ from .._checks import (
     as_length,
     check_position_magnitude,
     check_positions,
+    check_shift,
 )
 from .._checks import check_offset as core_check_offset
 from .._switches import Switch
@@ -184,11 +185,7 @@ def check_offset(offset: Any, length: Any = 0, *, name: str = "offset", first: i
         return core_check_offset(name, offset, largest)
     if offset < 0:
         raise ValueError(f"{name} must be an integer >= 0, got {offset}")
-    if offset > MAX_EXACT_POSITION or offset + largest > MAX_EXACT_POSITION:
-        raise ValueError(
-            f"{name} must keep positions within 2**53 (float64 holds them exactly), got "
-            f"{name}={offset} for positions up to {largest}"
-        )
+    check_shift(name, offset, largest)
     return offset
 
 
