@@ -30,10 +30,14 @@ LENGTH_OR_POSITIONS = {
     "odd_exponent_table": lambda p: analysis.odd_exponent_table(p, 4),
 }
 
-#: The functions that take positions (or timesteps) of any shape.
+#: The functions that take positions (or timesteps) of any shape; multi-axis RoPE takes one
+#: coordinate per axis, here one axis.
 POSITIONS = {
     **LENGTH_OR_POSITIONS,
     "timestep_embedding": lambda p: posenc.timestep_embedding(p, 4),
+    "multi_axis_cos_sin": lambda p: posenc.multi_axis_cos_sin(
+        np.expand_dims(np.asarray(p), -1), 4, sections=(2,)
+    ),
 }
 
 TOO_LONG = [2**53 + 2, 2**63 - 1, 2**63, 2**64, np.int64(2**63 - 1), np.uint64(2**63)]
