@@ -16,20 +16,25 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "as_int64",
+    "as_length",
     "check_base",
     "check_bool",
     "check_float_dtype",
     "check_int",
+    "check_offset",
     "check_position_magnitude",
     "check_positions",
     "check_probability",
     "check_real",
     "check_sequence",
-    "is_length",
+    "check_shift",
 ]
 
-#: Largest |position| whose integer value float64 holds exactly.
+#: Largest |position| whose integer value float64 holds exactly: the position limit.
 MAX_EXACT_POSITION = 2**53
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
@@ -61,9 +66,39 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     return result
 
 
-def is_length(value: Any) -> bool:
-    """True when ``value`` is an integer (not a bool) meaning "positions 0 .. value-1"."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+def as_length(name: str, value: Any) -> int | None:
+    """The length ``L`` when ``value`` is one, else None: ``value`` is then positions.
+
+    Where "an int ``L`` or positions" is accepted, an integer (Python or NumPy, not a bool)
+    means positions ``0 .. L-1``, the last of which must lie within the position limit, so
+    ``L`` may be at most ``2**53 + 1``. A bare real number is one position (a 0-d array),
+    except a whole one (``3.0``), which would be read either way and is refused: pass ``3``
+    for a length or ``[3.0]`` for one position.
+
+    >>> as_length("positions", 3), as_length("positions", [3]), as_length("positions", 2.5)
+    (3, None, None)
+    >>> as_length("positions", 2**63)
+    Traceback (most recent call last):
+    ...
+    ValueError: positions must be a length of at most 2**53 + 1 (...), got 9223372036854775808
+    """
+    if isinstance(value, bool | np.bool_):
+        return None  # positions, which refuse booleans by name
+    if isinstance(value, numbers.Integral):
+        length = check_int(name, value, minimum=0)
+        if length - 1 > MAX_EXACT_POSITION:
+            raise ValueError(
+                f"{name} must be a length of at most 2**53 + 1 (positions 0 .. L-1 within "
+                f"+-2**53, where float64 holds them exactly), got {length}"
+            )
+        return length
+    if isinstance(value, numbers.Real) and float(value).is_integer():
+        raise ValueError(
+            f"{name} must be an int L (positions 0 .. L-1) or an array of positions, got the "
+            f"whole number {value!r}, which could mean either: pass {int(float(value))} for a "
+            f"length, or [{value!r}] for one position"
+        )
+    return None
 
 
 def check_position_magnitude(name: str, smallest: float, largest: float) -> None:
@@ -78,6 +113,50 @@ def check_position_magnitude(name: str, smallest: float, largest: float) -> None
             raise ValueError(
                 f"{name} must lie within +-2**53 (float64 holds them exactly), got {shown}"
             )
+
+
+def check_offset(name: str, value: Any, largest: Any = 0) -> int:
+    """Return ``value``, an int >= 0 added to positions up to ``largest``; the offset and the
+    sum must stay within the position limit (compared as Python ints, before any fixed-width
+    addition could wrap).
+
+    >>> check_offset("offset", 5, largest=9)
+    5
+    >>> check_offset("offset", 2**53, largest=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: offset must keep positions within 2**53 (...), got offset=9007199254740992 for ...
+    """
+    offset = check_int(name, value, minimum=0)
+    check_shift(name, offset, largest)
+    return offset
+
+
+def check_shift(name: str, offset: Any, largest: Any) -> None:
+    """An offset >= 0 and the positions up to ``largest`` it shifts must stay within 2**53.
+
+    Comparisons only, no ``max()`` or branch on the values: either may be a ``torch.SymInt``
+    (a length traced by ``torch.compile``).
+    """
+    if offset > MAX_EXACT_POSITION or offset + largest > MAX_EXACT_POSITION:
+        context = f" for positions up to {largest}" if largest > 0 else ""
+        raise ValueError(
+            f"{name} must keep positions within 2**53 (float64 holds them exactly), got "
+            f"{name}={offset}{context}"
+        )
+
+
+def as_int64(name: str, array: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """An integer array of any width (signed or unsigned) as int64, exactly: uint64 values
+    from 2**63 up do not fit and raise the position limit's error."""
+    if array.dtype == np.uint64 and array.size and int(array.max()) > _INT64_MAX:
+        check_position_magnitude(name, 0, int(array.max()))
+    return array.astype(np.int64, copy=False)
+
+
+def is_integer(value: Any) -> bool:
+    """An integer (Python or NumPy), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -150,18 +229,21 @@ def check_float_dtype(name: str, value: Any) -> np.dtype[Any]:
 def check_positions(name: str, value: Any) -> npt.NDArray[Any]:
     """Return positions as an integer or float64 array of any shape.
 
-    Integers (any integer dtype, or Python ints) are kept exact as int64; real numbers become
-    float64. Booleans, complex numbers, strings, NaN and infinities are rejected.
+    Integers (any integer dtype, signed or unsigned, or Python ints) are kept exact as int64;
+    real numbers become float64. Booleans, complex numbers, strings, NaN and infinities are
+    rejected, and so are integers beyond int64 (uint64 from 2**63 up, Python ints of any
+    size), with the position limit's error.
     """
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:  # ragged lists and the like
         raise TypeError(f"{name} must be an array of numbers, got {_show(value)}") from exc
     kind = array.dtype.kind
+    if kind == "O" and array.size and all(is_integer(v) for v in array.flat):
+        check_position_magnitude(name, min(array.flat), max(array.flat))
+        return array.astype(np.int64)  # an object array of ints within the limit
     if kind in "iu":
-        if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
-            raise ValueError(f"{name} must fit in int64, got a value above 2**63 - 1")
-        return array.astype(np.int64, copy=False)
+        return as_int64(name, array)
     if kind == "f":
         array = array.astype(np.float64, copy=False)
         if not np.all(np.isfinite(array)):

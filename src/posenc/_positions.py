@@ -13,7 +13,10 @@ function                      positions it returns
 ============================  ==================================================================
 
 ``offset`` shifts the positions of real tokens, for incremental decoding with a cache: the first
-new token of step ``t`` has position ``offset`` = number of real tokens already seen.
+new token of step ``t`` has position ``offset`` = number of real tokens already seen. Every
+position returned lies within +-2**53, the limit of the encodings (float64 holds integers
+exactly up to it): an ``offset`` (or ``pad_position``, ``padding_idx``) that would take one
+beyond raises a ``ValueError`` naming it, so no position ever wraps around int64.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import (
+    MAX_EXACT_POSITION,
     _show,
+    as_int64,
+    as_length,
     check_int,
+    check_offset,
     check_position_magnitude,
     check_positions,
-    is_length,
 )
 
 __all__ = [
@@ -45,16 +51,18 @@ IntArray = npt.NDArray[np.int64]
 def positions_array(positions: Any) -> npt.NDArray[Any]:
     """Checked positions: an int L means 0..L-1; anything else is an array of positions.
 
-    Integer positions come back as int64 (exact), real ones as float64; every value must lie
-    within +-2**53 (where float64 holds integers exactly).
+    Integer positions (any width, signed or unsigned) come back as int64 (exact), real ones
+    as float64; every value must lie within +-2**53 (where float64 holds integers exactly),
+    so a length may be at most 2**53 + 1. A bare real number is refused (see
+    :func:`posenc._checks.as_length`).
 
     >>> positions_array(3)
     array([0, 1, 2])
     >>> positions_array([[1.5, -2]]).dtype
     dtype('float64')
     """
-    if is_length(positions):
-        length = check_int("positions", positions, minimum=0)
+    length = as_length("positions", positions)
+    if length is not None:
         return np.arange(length, dtype=np.int64)
     array = check_positions("positions", positions)
     if array.size:  # .item(): exact Python ints for integer positions
@@ -82,8 +90,9 @@ def positions_from_mask(mask: Any, *, offset: int = 0, pad_position: int = 0) ->
     Args:
         mask: array of shape ``(..., s)``, 1/True for real tokens and 0/False for padding
             (HF ``attention_mask``). Padding may be on the left, the right, or both.
-        offset: position of the first real token (tokens already in a KV cache), int >= 0.
-        pad_position: the value written at padding (it is masked anyway), int >= 0.
+        offset: position of the first real token (tokens already in a KV cache), int >= 0;
+            the last position, ``offset + (real tokens in the row) - 1``, must be <= 2**53.
+        pad_position: the value written at padding (it is masked anyway), int in [0, 2**53].
 
     Returns:
         int64 array of the same shape as ``mask``.
@@ -97,11 +106,19 @@ def positions_from_mask(mask: Any, *, offset: int = 0, pad_position: int = 0) ->
     array = _as_sequence_array("mask", mask, "biu")
     if array.dtype.kind != "b" and array.size and not np.all((array == 0) | (array == 1)):
         raise ValueError("mask must contain only 0/1 (or False/True) values")
-    offset = check_int("offset", offset, minimum=0)
+    check_int("offset", offset, minimum=0)
     pad_position = check_int("pad_position", pad_position, minimum=0)
+    if pad_position > MAX_EXACT_POSITION:
+        raise ValueError(f"pad_position must be an integer in [0, 2**53], got {pad_position}")
     real = array.astype(bool)
-    counts = np.cumsum(real, axis=-1, dtype=np.int64) - 1 + offset
-    return np.where(real, counts, pad_position).astype(np.int64)
+    counts = np.cumsum(real, axis=-1, dtype=np.int64)  # at most s: never wraps
+    offset = check_offset("offset", offset, _most(counts) - 1)
+    return np.where(real, counts - 1 + offset, pad_position).astype(np.int64)
+
+
+def _most(counts: IntArray) -> int:
+    """The largest running count (0 for none): the last column holds each row's total."""
+    return int(counts[..., -1].max()) if counts.size else 0
 
 
 def positions_from_segments(segment_ids: Any) -> IntArray:
@@ -140,7 +157,7 @@ def positions_from_cu_seqlens(cu_seqlens: Any) -> IntArray:
     >>> positions_from_cu_seqlens([0, 3, 5, 9])
     array([0, 1, 2, 0, 1, 0, 1, 2, 3])
     """
-    cu = _as_sequence_array("cu_seqlens", cu_seqlens, "iu").astype(np.int64)
+    cu = as_int64("cu_seqlens", _as_sequence_array("cu_seqlens", cu_seqlens, "iu"))
     if cu.ndim != 1:
         raise ValueError(f"cu_seqlens must be 1-D, got shape {cu.shape}")
     if cu.size == 0:
@@ -164,7 +181,8 @@ def positions_from_tokens(tokens: Any, padding_idx: int, *, offset: int = 0) -> 
     Args:
         tokens: integer token ids ``(..., s)``.
         padding_idx: the padding token id, int >= 0.
-        offset: tokens already processed (incremental decoding), int >= 0.
+        offset: tokens already processed (incremental decoding), int >= 0. The last position,
+            ``padding_idx + offset + (real tokens in the row)``, must be <= 2**53.
 
     Returns:
         int64 array of the same shape as ``tokens``.
@@ -175,8 +193,11 @@ def positions_from_tokens(tokens: Any, padding_idx: int, *, offset: int = 0) -> 
     """
     tok = _as_sequence_array("tokens", tokens, "iu")
     padding_idx = check_int("padding_idx", padding_idx, minimum=0)
-    offset = check_int("offset", offset, minimum=0)
+    check_int("offset", offset, minimum=0)
     real = tok != padding_idx
-    counts = np.cumsum(real, axis=-1, dtype=np.int64) + offset
-    result: IntArray = (counts * real + padding_idx).astype(np.int64)
+    counts = np.cumsum(real, axis=-1, dtype=np.int64)  # at most s: never wraps
+    most = _most(counts)
+    padding_idx = check_offset("padding_idx", padding_idx, most)
+    offset = check_offset("offset", offset, padding_idx + most)
+    result: IntArray = ((counts + offset) * real + padding_idx).astype(np.int64)
     return result

@@ -460,7 +460,7 @@ ERRORS = [
     (
         lambda: RotaryEmbedding(8).rotate(_q(1, 3, 8), positions=[True, False, True]),
         TypeError,
-        "positions must hold integers or real numbers",
+        "positions must contain integers or real numbers",
     ),
     (lambda: RotaryEmbedding(8).rotate(_q(1, 3, 8), offset=-1), ValueError, "offset must be"),
     (lambda: RotaryEmbedding(8).rotate(_q(1, 3, 8), seq_len=-1), ValueError, "seq_len must be"),

@@ -3,6 +3,19 @@
 Requires PyTorch (``pip install torch``). Every table is computed in float64 and
 rounded once to the dtype it is used in, including float16 and bfloat16.
 
+Positions, the same rule in every module, function and drop-in (docs/architecture.md):
+
+- **The limit.** Positions, plus their ``offset`` (``past_key_values_length`` in
+  :mod:`posenc.torch.hf`), must lie within +-2**53, where float64 holds integers exactly; a
+  length ``L`` may be at most 2**53 + 1, an offset at most 2**53. Python numbers, arrays,
+  lists and CPU tensors raise the NumPy core's ``ValueError``, naming the argument.
+- **Unread data.** Accelerator and meta tensors and traced code are not read (no host
+  synchronisation): a position that cannot be encoded gets a NaN row, never a finite,
+  plausible one. ``set_data_checks(True)`` reads and raises there too.
+- **Unsigned integers.** Positions, timesteps and token ids of any integer dtype work:
+  uint8/uint16/uint32 convert to int64 exactly, and uint64 values from 2**63 up fall under
+  the limit (an error, or NaN rows where the data are not read).
+
 >>> from posenc.torch import SinusoidalPositionalEncoding
 >>> SinusoidalPositionalEncoding(512, dropout=0.1)
 SinusoidalPositionalEncoding(

@@ -12,16 +12,28 @@ The rule:
   ``posenc.torch.set_data_checks(True)`` (eager mode). Without it a position that cannot be
   encoded exactly (non-finite, beyond +-2**53) never yields a finite, plausible value: its row
   of the table is NaN (a ``masked_fill`` on the positions, no synchronisation).
+
+The limit holds for positions *plus* their offset (``offset``, ``past_key_values_length``):
+it is compared as Python numbers before any int64 addition could wrap. Unsigned integer
+tensors (positions, token ids) are converted to int64 exactly; uint64 values from 2**63 up
+fall under the limit like any other position beyond it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
 import torch
 
-from .._checks import MAX_EXACT_POSITION, check_int, check_position_magnitude, is_length
+from .._checks import (
+    MAX_EXACT_POSITION,
+    as_length,
+    check_position_magnitude,
+    check_positions,
+    check_shift,
+)
+from .._checks import check_offset as core_check_offset
 from .._switches import Switch
 from ._kernels._cast import check_dtype
 
@@ -37,6 +49,12 @@ __all__ = [
 ]
 
 _DATA_CHECKS = [False]
+
+_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+#: Where unread data that cannot be a valid position (or offset) are sent: beyond the limit,
+#: so their rows are NaN, and small enough that adding an offset cannot wrap int64.
+_BEYOND = 2**62
 
 
 class set_data_checks(Switch):
@@ -74,30 +92,49 @@ def check_tensor(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
 
 
-def as_positions(name: str, positions: Any, device: Any = None) -> tuple[torch.Tensor, bool]:
-    """Positions as an integer or float tensor (from a tensor, array or list), and whether
-    their values were checked.
+def _signed(name: str, values: torch.Tensor, checked: bool) -> torch.Tensor:
+    """Unsigned integers as int64, exactly. uint64 values from 2**63 up do not fit: checked
+    data raise the position limit's error; unread data get a value beyond the limit (NaN rows
+    downstream, no synchronisation)."""
+    if values.dtype not in _UNSIGNED:
+        return values
+    if values.dtype != torch.uint64:
+        return values.to(torch.int64)
+    wide = values.view(torch.int64)  # from 2**63 up: negative
+    if not checked:
+        return wide.masked_fill(wide < 0, _BEYOND)
+    if wide.numel() and int(wide.min()) < 0:
+        check_position_magnitude(name, 0, int(wide[wide < 0].max()) + 2**64)
+    return wide
 
-    Booleans and complex numbers are refused (metadata, always). Values (finite, within
-    +-2**53) are checked where :func:`data_checked` allows; otherwise the caller marks
-    unencodable positions with NaN rows.
+
+def as_positions(
+    name: str, positions: Any, device: Any = None, *, offset: Any = 0
+) -> tuple[torch.Tensor, bool]:
+    """``positions + offset`` as an integer or float tensor (from a tensor, array or list),
+    and whether their values were checked: the one gate of explicit positions.
+
+    Booleans and complex numbers are refused (metadata, always); unsigned integers become
+    int64 exactly. ``offset`` goes through :func:`check_offset`. Values (finite, within
+    +-2**53 once the offset is added) are checked where :func:`data_checked` allows, against
+    the limits as Python numbers, before the addition (which widens to int64 / float64)
+    could wrap; otherwise the caller marks unencodable positions with NaN rows.
     """
-    if not isinstance(positions, torch.Tensor):
-        try:
-            positions = torch.as_tensor(np.asarray(positions), device=device)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(
-                f"{name} must be a tensor or array of numbers, got {type(positions).__name__}"
-            ) from exc
+    if not isinstance(positions, torch.Tensor):  # host data, checked like the NumPy core's
+        positions = torch.as_tensor(check_positions(name, positions), device=device)
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must hold integers or real numbers, got dtype {positions.dtype}")
-    checked = data_checked(positions)
+    offset = check_offset(offset)
+    checked = data_checked(positions) and not isinstance(offset, torch.Tensor)
+    positions = _signed(name, positions, checked)
     if checked and positions.numel():
-        if positions.is_floating_point() and not bool(torch.isfinite(positions).all()):
+        # one pass; NaN propagates to both ends; .item(): exact Python ints for integers
+        low, high = (v.item() for v in torch.aminmax(positions))
+        if positions.is_floating_point() and not (math.isfinite(low) and math.isfinite(high)):
             raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
-        # .item(): exact Python ints for integer positions (2**53 + 1 is caught)
-        check_position_magnitude(name, positions.min().item(), positions.max().item())
-    return positions, checked
+        shifted = f"{name} + offset" if isinstance(offset, int) and offset else name
+        check_position_magnitude(shifted, low + offset, high + offset)
+    return add_offset(positions, offset), checked
 
 
 def positions_tensor(positions: Any, device: Any = None) -> tuple[torch.Tensor, bool]:
@@ -105,32 +142,62 @@ def positions_tensor(positions: Any, device: Any = None) -> tuple[torch.Tensor, 
 
     Returns the positions (on ``device`` when one is given) and whether they were checked.
     """
-    if is_length(positions):
-        length = check_int("positions", positions, minimum=0)
-        check_position_magnitude("positions", 0, length)
+    length = as_length("positions", positions)
+    if length is not None:
         return torch.arange(length, device=device), True
     pos, checked = as_positions("positions", positions, device)
     return (pos if device is None else pos.to(device)), checked
 
 
-def check_offset(offset: Any, length: Any = 0) -> int:
-    """``offset`` must be an int >= 0 with ``offset + length`` within 2**53 (a ``torch.SymInt``
-    under ``torch.compile`` is compared the same way)."""
-    if not isinstance(offset, torch.SymInt):
-        offset = check_int("offset", offset, minimum=0)
-    elif offset < 0:
-        raise ValueError(f"offset must be an integer >= 0, got {offset}")
-    if offset + length > MAX_EXACT_POSITION + 1:  # the last position is offset + length - 1
-        raise ValueError(
-            f"offset must keep positions within 2**53 (float64 holds them exactly), got "
-            f"offset={offset} for {length} positions"
+def _offset_tensor(name: str, offset: torch.Tensor) -> Any:
+    """A one-value integer tensor offset: its int when its data may be read (then checked
+    like a Python int), else an int64 tensor with a value beyond the limit where it is
+    negative or too large (NaN rows downstream, no synchronisation)."""
+    if offset.dtype == torch.bool or offset.is_floating_point() or offset.is_complex():
+        raise TypeError(
+            f"{name} must be an int >= 0 or an integer tensor, got a tensor of dtype {offset.dtype}"
         )
-    return offset  # type: ignore[no-any-return]
+    if offset.numel() != 1:
+        raise ValueError(f"{name} must hold one value, got a tensor of shape {tuple(offset.shape)}")
+    checked = data_checked(offset)
+    offset = _signed(name, offset.reshape(()), checked)
+    if checked:
+        return offset.item()
+    return offset.to(torch.int64).masked_fill((offset < 0) | (offset > MAX_EXACT_POSITION), _BEYOND)
 
 
-def add_offset(positions: torch.Tensor, offset: int) -> torch.Tensor:
-    """``positions + offset`` in int64 / float64, so narrow dtypes neither wrap nor round."""
+def check_offset(offset: Any, length: Any = 0, *, name: str = "offset", first: int = 0) -> Any:
+    """``offset`` (argument ``name``) shifts positions ``first .. first + length - 1``; all of
+    them must stay within 2**53, and so must the offset itself.
+
+    A Python (or NumPy) int is checked and returned; a ``torch.SymInt`` (``torch.compile``) is
+    compared the same way; a one-value integer tensor (Hugging Face's
+    ``past_key_values_length``) is read and checked like an int where :func:`data_checked`
+    allows, else returned as a tensor that maps an offset that cannot be valid beyond the
+    limit, so its positions get NaN rows.
+    """
+    if isinstance(offset, torch.Tensor):
+        offset = _offset_tensor(name, offset)
+        if isinstance(offset, torch.Tensor):
+            return offset
+    largest = first + length - 1  # no branch on length: it may be a torch.SymInt
+    if not isinstance(offset, torch.SymInt):
+        return core_check_offset(name, offset, largest)
+    if offset < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {offset}")
+    check_shift(name, offset, largest)
+    return offset
+
+
+def add_offset(positions: torch.Tensor, offset: Any) -> torch.Tensor:
+    """``positions + offset`` in int64 / float64, so narrow dtypes neither wrap nor round.
+
+    No check (see :func:`as_positions`). An offset is at most 2**53, so where unread int64
+    positions do wrap, the sum lands below -2**63 + 2**53: far beyond the limit (a NaN row),
+    never a plausible position.
+    """
     if isinstance(offset, int) and not offset:
         return positions
     wide = torch.float64 if positions.is_floating_point() else torch.int64
-    return positions.to(wide) + offset
+    result: torch.Tensor = positions.to(wide) + offset
+    return result

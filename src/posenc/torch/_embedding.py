@@ -20,7 +20,9 @@ from ._sinusoidal import SinusoidalPositionalEncoding
 __all__ = ["TransformerEmbedding"]
 
 
-def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None) -> None:
+def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``ids`` as int32/int64 (any integer dtype converts exactly), checked where the rule
+    allows: in ``[0, upper)``."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
@@ -31,12 +33,18 @@ def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None
         )
     if ids.dim() not in (1, 2):
         raise ValueError(f"{name} must have shape (b, s), (s, b) or (s,), got {tuple(ids.shape)}")
-    if ids.numel() and data_checked(ids):
-        low, high = int(ids.min()), int(ids.max())
+    checked, unsigned = data_checked(ids), ids.dtype == torch.uint64
+    result: torch.Tensor = ids
+    if unsigned:  # from 2**63 up: negative, out of any vocabulary
+        result = ids.view(torch.int64)
+    elif ids.dtype not in (torch.int32, torch.int64):
+        result = ids.to(torch.int64)  # what embedding lookups take
+    if result.numel() and checked:
+        low, high = (int(v) for v in torch.aminmax(result))
         if low < 0 or high >= upper:
-            raise ValueError(
-                f"{name} must lie in [0, {upper - 1}], got values from {low} to {high}"
-            )
+            shown = "a value >= 2**63" if unsigned and low < 0 else f"values from {low} to {high}"
+            raise ValueError(f"{name} must lie in [0, {upper - 1}], got {shown}")
+    return result
 
 
 class TransformerEmbedding(nn.Module):
@@ -62,9 +70,10 @@ class TransformerEmbedding(nn.Module):
         ``tokens`` and ``segments``: ``(b, s)`` (``(s, b)`` if not ``batch_first``) or ``(s,)``,
         integer; output ``(*tokens.shape, d)`` in the embedding dtype.
 
-    Data checks (docs/architecture.md): token and segment ids on the CPU must lie in their
-    vocabulary (``ValueError`` otherwise); ids on an accelerator are not read (the embedding
-    lookup itself fails on a bad id there); positions as in ``SinusoidalPositionalEncoding``.
+    Data checks (docs/architecture.md): ids of any integer dtype, unsigned included, are
+    converted exactly; token and segment ids on the CPU must lie in their vocabulary
+    (``ValueError`` otherwise); ids on an accelerator are not read (the embedding lookup
+    itself fails on a bad id there); positions as in ``SinusoidalPositionalEncoding``.
 
     Speed: when no gradient is recorded (``torch.no_grad()``, ``torch.inference_mode()`` or
     frozen weights) and outside ``torch.compile``, the gather, the scaling and the additions
@@ -133,7 +142,7 @@ class TransformerEmbedding(nn.Module):
 
         ``positions`` and ``offset`` are passed to :class:`SinusoidalPositionalEncoding`.
         """
-        self._check_ids(tokens, segments)
+        tokens, segments = self._check_ids(tokens, segments)
         weight = self.token.weight
         shape = (*tokens.shape, self.d_model)
         table, index = self.position._rows_for(
@@ -152,13 +161,15 @@ class TransformerEmbedding(nn.Module):
             self.dropout,
         )
 
-    def _check_ids(self, tokens: Any, segments: Any) -> None:
-        _check_ids("tokens", tokens, self.vocab_size)
+    def _check_ids(self, tokens: Any, segments: Any) -> tuple[torch.Tensor, Any]:
+        """Checked ``tokens`` and ``segments`` (int32/int64; see ``_check_ids``)."""
+        ids = _check_ids("tokens", tokens, self.vocab_size)
         if self.segment is None:
             if segments is not None:
                 raise ValueError("segments were given but num_segments is 0; set num_segments")
         elif segments is not None:
-            _check_ids("segments", segments, self.num_segments, like=tokens)
+            segments = _check_ids("segments", segments, self.num_segments, like=tokens)
+        return ids, segments
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"

@@ -16,7 +16,7 @@ from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import add_offset, as_positions, check_offset, check_tensor
+from ._checks import as_positions, check_offset, check_tensor
 from ._functional import largest_position_seq_len
 from ._kernels._rope import RopeTables, phasors, rotate
 from ._kernels._table import rope_cos_sin
@@ -222,12 +222,12 @@ class RotaryEmbedding(CachedTables):
         return axis
 
     def _explicit_positions(
-        self, x: torch.Tensor, axis: int, positions: Any
+        self, x: torch.Tensor, axis: int, positions: Any, offset: Any
     ) -> tuple[torch.Tensor, bool, bool]:
-        """Checked positions for ``x``: the tensor, whether its values were checked, and
-        whether it is per batch element (``(b, s)`` / ``(1, s)``)."""
+        """Checked positions plus ``offset`` for ``x``: the tensor, whether its values were
+        checked, and whether it is per batch element (``(b, s)`` / ``(1, s)``)."""
         length = x.shape[axis]
-        pos, checked = as_positions("positions", positions, x.device)
+        pos, checked = as_positions("positions", positions, x.device, offset=offset)
         per_batch = (
             x.dim() + axis > 0
             and pos.dim() == 2
@@ -266,8 +266,7 @@ class RotaryEmbedding(CachedTables):
                 offset, stop, stop if seq_len is None else seq_len, dtype, x.device
             )
         else:
-            pos, checked, per_batch = self._explicit_positions(x, axis, positions)
-            pos = add_offset(pos, check_offset(offset))
+            pos, checked, per_batch = self._explicit_positions(x, axis, positions, offset)
             if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
                 seq_len = largest_position_seq_len(pos)
             tables = RopeTables(*self._at(pos, seq_len, dtype, checked))

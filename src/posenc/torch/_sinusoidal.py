@@ -10,13 +10,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int, check_probability, is_length
+from .._checks import as_length, check_base, check_bool, check_int, check_probability
 from .._conventions import ConventionName, get_convention
 from .._features import feature_slices
 from .._frequencies import frequencies
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import add_offset, as_positions, check_dtype, check_offset
+from ._checks import as_positions, check_dtype, check_offset
 from ._kernels._add import add_encoding
 from ._kernels._table import sinusoidal_at, sinusoidal_rows
 
@@ -185,7 +185,7 @@ class SinusoidalPositionalEncoding(CachedTables):
         self, positions: Any, offset: int, shape: tuple[int, ...], device: torch.device
     ) -> tuple[torch.Tensor, bool]:
         """Checked positions (plus ``offset``) for an input of ``shape``, on ``device``."""
-        pos, checked = as_positions("positions", positions, device)
+        pos, checked = as_positions("positions", positions, device, offset=offset)
         seq_dim = 1 if (self.batch_first and len(shape) == 3) else 0
         seq_len = shape[seq_dim]
         if tuple(pos.shape) not in ((seq_len,), tuple(shape[:-1])):
@@ -194,7 +194,7 @@ class SinusoidalPositionalEncoding(CachedTables):
                 f"positions must have shape (s,) = ({seq_len},) or {per_token} = "
                 f"{tuple(shape[:-1])} for x of shape {tuple(shape)}, got {tuple(pos.shape)}"
             )
-        return add_offset(pos.to(device), offset), checked
+        return pos.to(device), checked
 
     def _lookup(
         self,
@@ -259,7 +259,7 @@ class SinusoidalPositionalEncoding(CachedTables):
             (table,), _ = self._cached_rows(offset, offset + seq_len, dtype, device)
             index = None
         else:
-            pos, checked = self._positions(positions, check_offset(offset), shape, device)
+            pos, checked = self._positions(positions, offset, shape, device)
             per_token = len(shape) == 3 and pos.dim() == 2
             batch_dim = (1 if seq_first else 0) if per_token else None
             table, index = self._lookup(pos, checked, batch_dim, dtype, device)
@@ -290,13 +290,27 @@ class SinusoidalPositionalEncoding(CachedTables):
         """
         dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
         device = self._tables_device if device is None else torch.device(device)
-        if is_length(length_or_positions):
-            length = check_int("length_or_positions", length_or_positions, minimum=0)
-            offset = check_offset(offset, length)
-            (table,), _ = self._cached_rows(offset, offset + length, dtype, device, adopt=False)
-            return table
-        pos, checked = as_positions("length_or_positions", length_or_positions, device)
-        return self._at(add_offset(pos.to(device), check_offset(offset)), dtype, checked)
+        length = as_length("length_or_positions", length_or_positions)
+        if length is None:
+            return self._encode("length_or_positions", length_or_positions, offset, dtype, device)
+        offset = check_offset(offset, length)
+        (table,), _ = self._cached_rows(offset, offset + length, dtype, device, adopt=False)
+        return table
+
+    def _encode(
+        self,
+        name: str,
+        positions: Any,
+        offset: Any = 0,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+    ) -> torch.Tensor:
+        """:meth:`encoding` of explicit ``positions`` (the argument ``name`` in errors), for
+        the Hugging Face drop-ins too; ``offset`` may be a tensor (see ``check_offset``)."""
+        dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
+        device = self._tables_device if device is None else torch.device(device)
+        pos, checked = as_positions(name, positions, device, offset=offset)
+        return self._at(pos.to(device), dtype, checked)
 
     def forward(
         self,

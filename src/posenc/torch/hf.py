@@ -47,7 +47,7 @@ from .._checks import check_base, check_bool, check_int
 from .._rope_plan import rope_plan
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
-from ._checks import as_positions, check_dtype
+from ._checks import as_positions, check_dtype, check_offset
 from ._functional import largest_position_seq_len
 from ._kernels._table import rope_cos_sin
 from ._sinusoidal import SinusoidalPositionalEncoding
@@ -109,13 +109,6 @@ def _factory(table: torch.Tensor) -> dict[str, Any]:
     return {"device": table.device, "dtype": table.dtype}
 
 
-def _offset_int(name: str, value: Any) -> Any:
-    """``past_key_values_length``: an int >= 0 (tensors and SymInts pass through)."""
-    if isinstance(value, torch.Tensor | torch.SymInt):
-        return value
-    return check_int(name, value, minimum=0)
-
-
 # -- Marian / Pegasus -------------------------------------------------------------------------
 
 
@@ -135,7 +128,8 @@ class MarianPositions(nn.Module):
 
     Shapes (``forward``):
         - ``input_ids_shape``: ``(b, s)`` (a ``torch.Size`` or tuple; only ``s`` is used).
-        - ``past_key_values_length``: int >= 0, tokens already in the cache.
+        - ``past_key_values_length``: int >= 0 (or a one-value integer tensor), tokens
+          already in the cache.
         - ``position_ids`` (optional): integer tensor of any shape ``P``; overrides the above.
         - returns ``(s, d)`` (or ``(*P, d)``) in the module's dtype, without gradient.
 
@@ -201,13 +195,14 @@ class MarianPositions(nn.Module):
     ) -> torch.Tensor:
         """Rows at ``position_ids``, or at ``past_key_values_length + (0 .. s-1)``."""
         if position_ids is not None:
-            return self.sinusoidal.encoding(position_ids)
+            return self.sinusoidal._encode("position_ids", position_ids)
         if len(input_ids_shape) < 2:
             raise ValueError(f"input_ids_shape must be (b, s), got {tuple(input_ids_shape)}")
         seq_len = int(input_ids_shape[1])
-        offset = _offset_int("past_key_values_length", past_key_values_length)
-        if isinstance(offset, torch.Tensor):
-            return self.sinusoidal.encoding(torch.arange(seq_len, device=offset.device) + offset)
+        offset = check_offset(past_key_values_length, seq_len, name="past_key_values_length")
+        if isinstance(offset, torch.Tensor):  # unread: NaN rows where it cannot be valid
+            steps = torch.arange(seq_len, device=offset.device)
+            return self.sinusoidal._encode("past_key_values_length", steps, offset)
         return self.sinusoidal.encoding(seq_len, offset=offset)
 
     def extra_repr(self) -> str:
@@ -226,12 +221,15 @@ def fairseq_positions(
     number of real tokens before them in their row; padding tokens get ``padding_idx``.
 
     Args:
-        input_ids: integer token ids ``(..., s)``, the sequence last.
+        input_ids: integer token ids ``(..., s)``, the sequence last (any integer dtype).
         padding_idx: the pad token id, an integer >= 0.
-        past_key_values_length: tokens already in the cache, an int >= 0 (or a tensor).
+        past_key_values_length: tokens already in the cache, an int >= 0 (or a one-value
+            integer tensor); the last position, ``padding_idx + past + s``, must be <= 2**53.
 
     Returns:
-        int64 tensor of ``input_ids``'s shape.
+        int64 tensor of ``input_ids``'s shape. Where a tensor ``past_key_values_length`` is
+        not read (an accelerator's, see ``posenc.torch.set_data_checks``) and cannot be
+        valid, real tokens get positions beyond 2**53, which encode as NaN rows.
 
     >>> fairseq_positions(torch.tensor([[1, 1, 7, 8]]), padding_idx=1)
     tensor([[1, 1, 2, 3]])
@@ -241,9 +239,14 @@ def fairseq_positions(
     if input_ids.dim() == 0:
         raise ValueError("input_ids must have a sequence dimension, got a 0-D tensor")
     padding_idx = check_int("padding_idx", padding_idx, minimum=0)
-    past_key_values_length = _offset_int("past_key_values_length", past_key_values_length)
+    past = check_offset(
+        past_key_values_length,
+        input_ids.shape[-1],
+        name="past_key_values_length",
+        first=padding_idx + 1,
+    )
     real = input_ids.ne(padding_idx).to(torch.int64)
-    positions: torch.Tensor = (torch.cumsum(real, dim=-1) + past_key_values_length) * real
+    positions: torch.Tensor = (torch.cumsum(real, dim=-1) + past) * real
     return positions + padding_idx
 
 
@@ -266,7 +269,8 @@ class M2M100Positions(nn.Module):
         - ``input_ids``: ``(b, s)`` integer token ids; positions follow the padding in them.
         - ``inputs_embeds``: ``(b, s, d)``, used (for its shape only) when ``input_ids`` is
           None: every token is then real, positions ``padding_idx + 1 + past + i``.
-        - ``past_key_values_length``: int >= 0, tokens already in the cache.
+        - ``past_key_values_length``: int >= 0 (or a one-value integer tensor), tokens
+          already in the cache; rows far beyond the cached table are computed on the fly.
         - returns ``(b, s, d)`` in the module's dtype, without gradient.
 
     >>> pe = M2M100Positions(6, padding_idx=1)
@@ -336,26 +340,38 @@ class M2M100Positions(nn.Module):
         past_key_values_length: Any = 0,
     ) -> torch.Tensor:
         """The encoding of each token, zero at padding tokens: ``(b, s, d)``."""
-        past = _offset_int("past_key_values_length", past_key_values_length)
+        positions, past = self._positions(input_ids, inputs_embeds, past_key_values_length)
+        pad = positions.eq(self.padding_idx)
+        if isinstance(past, torch.Tensor):  # unread (an accelerator's, or traced): on the fly
+            table = self.sinusoidal._encode("positions", positions)
+        else:
+            # Real tokens sit at first .. first + s - 1: those rows alone, from the cache
+            # (or on the fly far beyond it), gathered; never a table up to the offset.
+            first = self.padding_idx + 1 + past
+            rows = self.sinusoidal.encoding(positions.shape[-1], offset=first)
+            table = rows[(positions - first).masked_fill(pad, 0).to(rows.device)]
+        return table.masked_fill(pad.unsqueeze(-1).to(table.device), 0.0)
+
+    def _positions(
+        self, input_ids: Any, inputs_embeds: Any, past_key_values_length: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """fairseq positions ``(b, s)`` of the tokens, and the checked cache length."""
         if input_ids is not None:
             if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be a (b, s) tensor, got {input_ids!r:.80}")
-            positions = fairseq_positions(input_ids, self.padding_idx, past)
+            shape, device = tuple(input_ids.shape), input_ids.device
         elif inputs_embeds is not None:
-            b, s = inputs_embeds.shape[:2]
-            start = self.padding_idx + 1
-            row = torch.arange(start, start + s, device=inputs_embeds.device) + past
-            positions = row.expand(b, s)
+            shape, device = tuple(inputs_embeds.shape[:2]), inputs_embeds.device
         else:
             raise ValueError("pass input_ids or inputs_embeds, got neither")
-        if isinstance(past, int):
-            # Rows 0 .. (largest possible position) come from the growing cache; gather them.
-            rows = self.sinusoidal.encoding(self.padding_idx + 1 + positions.shape[-1] + past)
-            positions = positions.to(rows.device)
-            table = rows[positions]
-        else:  # a tensor cache length (torch.compile with a static cache): compute directly
-            table = self.sinusoidal.encoding(positions)
-        return table.masked_fill(positions.eq(self.padding_idx).unsqueeze(-1), 0.0)
+        start = self.padding_idx + 1
+        past = check_offset(
+            past_key_values_length, shape[1], name="past_key_values_length", first=start
+        )
+        if input_ids is not None:
+            return fairseq_positions(input_ids, self.padding_idx, past), past
+        row = torch.arange(start, start + shape[1], device=device) + past
+        return row.expand(*shape), past
 
     def extra_repr(self) -> str:
         return (
@@ -430,7 +446,7 @@ class WhisperEncoderPositions(nn.Module):
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         """The rows at ``positions`` (any shape ``P``): ``(*P, d)`` in the module's dtype."""
-        return self.sinusoidal.encoding(positions)
+        return self.sinusoidal._encode("positions", positions)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, convention='tensor2tensor'"
