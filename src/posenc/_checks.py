@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,8 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "TooLargeError",
     "as_int64",
     "as_length",
+    "check_allocation",
     "check_base",
     "check_bool",
     "check_float_dtype",
@@ -29,6 +32,7 @@ __all__ = [
     "check_real",
     "check_sequence",
     "check_shift",
+    "memory_limit",
 ]
 
 #: Largest |position| whose integer value float64 holds exactly: the position limit.
@@ -271,3 +275,54 @@ def check_sequence(name: str, value: Any, allowed: str) -> list[Any]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
     return list(value)
+
+
+class TooLargeError(ValueError, MemoryError):
+    """A result larger than this machine's memory, refused before anything is allocated.
+
+    A ``ValueError`` (the request is out of range) and a ``MemoryError`` (what NumPy and
+    PyTorch raise for the same request, only after trying): code that catches either keeps
+    working.
+    """
+
+
+def memory_limit() -> int:
+    """The largest result, in bytes, that posenc will try to allocate: physical memory.
+
+    Falls back to 2**40 bytes where the platform does not say.
+    """
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return 1 << 40
+    return int(pages) * int(size) if pages > 0 and size > 0 else 1 << 40
+
+
+def _bytes(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
+def check_allocation(
+    names: str, shape: Sequence[int], itemsize: int, copies: int = 1, *, limit: int | None = None
+) -> None:
+    """Refuse, before allocating, ``copies`` arrays of ``shape`` that do not fit in memory
+    (``limit`` bytes; default :func:`memory_limit`).
+
+    ``names`` are the arguments that decide the size, e.g. ``"positions and d_model"``.
+
+    >>> check_allocation("positions and d_model", (10**7, 10**6), 4)
+    Traceback (most recent call last):
+    ...
+    posenc._checks.TooLargeError: positions and d_model ask for ... 36.4 TiB, more than ...
+    """
+    needed = math.prod(int(n) for n in shape) * int(itemsize) * int(copies)
+    limit = memory_limit() if limit is None else limit
+    if needed > limit:
+        raise TooLargeError(
+            f"{names} ask for a result of shape {tuple(int(n) for n in shape)}, "
+            f"{_bytes(needed)}, more than the device's memory ({_bytes(limit)}); ask for "
+            "fewer positions or channels, or build the result in blocks"
+        )

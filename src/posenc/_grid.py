@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import (
+    check_allocation,
     check_base,
     check_bool,
     check_float_dtype,
@@ -532,6 +533,7 @@ def sinusoidal_grid(
             f"flatten=False returns (*shape, d_model) and has no place for {plan.extra_tokens} "
             "extra zero rows; use flatten=True or drop cls_token/extra_tokens"
         )
+    check_allocation("shape and d_model", (plan.rows, plan.d_model), out_dtype.itemsize)
     out = np.zeros((plan.rows, plan.d_model), dtype=out_dtype)
     cells = out[plan.extra_tokens :].reshape(*plan.shape, plan.d_model)  # a view of out
     ndim = len(plan.shape)

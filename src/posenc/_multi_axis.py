@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from ._checks import (
     _show,
+    check_allocation,
     check_base,
     check_float_dtype,
     check_int,
@@ -443,6 +444,7 @@ def _fill_tables(
     used = [a for a in range(matrix.shape[0]) if np.any(matrix[a])]
     scaled = not np.all(attention == 1.0)
     first, second = pair_slices(pairs, n)
+    check_allocation("positions and head_dim", (flat.shape[0], 2 * n), out_dtype.itemsize, 2)
     cos = np.empty((flat.shape[0], 2 * n), dtype=out_dtype)
     sin = np.empty((flat.shape[0], 2 * n), dtype=out_dtype)
     rows = max(1, _CHUNK_ELEMENTS // n)

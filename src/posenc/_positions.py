@@ -31,6 +31,7 @@ from ._checks import (
     _show,
     as_int64,
     as_length,
+    check_allocation,
     check_int,
     check_offset,
     check_position_magnitude,
@@ -43,6 +44,7 @@ __all__ = [
     "positions_from_mask",
     "positions_from_segments",
     "positions_from_tokens",
+    "table_positions",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -63,10 +65,25 @@ def positions_array(positions: Any) -> npt.NDArray[Any]:
     """
     length = as_length("positions", positions)
     if length is not None:
+        check_allocation("positions", (length,), 8)
         return np.arange(length, dtype=np.int64)
     array = check_positions("positions", positions)
     if array.size:  # .item(): exact Python ints for integer positions
         check_position_magnitude("positions", array.min().item(), array.max().item())
+    return array
+
+
+def table_positions(
+    positions: Any, names: str, width: int, itemsize: int, copies: int = 1
+) -> npt.NDArray[Any]:
+    """:func:`positions_array` for a table of ``copies`` arrays ``(rows, width)``: a table
+    that cannot fit in memory is refused first, before even the positions ``0..L-1`` of a
+    length are made (:func:`posenc._checks.check_allocation`, naming ``names``)."""
+    length = as_length("positions", positions)
+    if length is not None:  # the table and the int64 positions 0..L-1
+        check_allocation(names, (length, width), itemsize + 8 // max(width, 1), copies)
+    array = positions_array(positions)
+    check_allocation(names, (array.size, width), itemsize, copies)
     return array
 
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ._checks import check_float_dtype, check_int
 from ._features import PairLayout, check_pairs, pair_slices
-from ._positions import positions_array
+from ._positions import table_positions
 from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = [
@@ -145,7 +145,7 @@ def rotary_cos_sin(
     dim = resolve_rotary_dim(head_dim, rotary_dim, spec)
     pairs = check_pairs(pairs)
     out_dtype = check_float_dtype("dtype", dtype)
-    pos = positions_array(positions)
+    pos = table_positions(positions, "positions and head_dim", dim, out_dtype.itemsize, 2)
     flat = pos.reshape(-1)
     if seq_len is None and spec is not None and spec.depends_on_length and flat.size:
         seq_len = default_seq_len(float(np.max(flat)))

@@ -42,7 +42,7 @@ from ._checks import check_base, check_float_dtype, check_int
 from ._conventions import ConventionName
 from ._features import FeatureSlices, feature_slices, fill_features
 from ._frequencies import frequencies
-from ._positions import positions_array
+from ._positions import table_positions
 from ._switches import fast_paths_enabled
 
 __all__ = ["ANGLE_BLOCK", "angle_addition", "fill_table", "sinusoidal", "split_positions"]
@@ -120,7 +120,7 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     out_dtype = check_float_dtype("dtype", dtype)
-    pos = positions_array(positions)
+    pos = table_positions(positions, "positions and d_model", d_model, out_dtype.itemsize)
     omega = frequencies(d_model, base=base, convention=convention)
     layout = feature_slices(d_model, convention)
 

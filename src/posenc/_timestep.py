@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import (
+    check_allocation,
     check_base,
     check_bool,
     check_float_dtype,
@@ -158,6 +159,8 @@ def timestep_embedding(
                 f"scale * timesteps * frequency overflows float64 (scale={scale!r}, "
                 f"largest |timestep| {max(abs(lo), abs(hi))!r}); use a smaller scale"
             )
+    # the float64 angles (half the channels) and the result
+    check_allocation("timesteps and dim", (t.size, dim), out_dtype.itemsize + 4)
     angles = np.multiply.outer(t.astype(np.float64), scale * omega)
     out = np.empty((*t.shape, dim), dtype=out_dtype)
     return fill_features(out, angles, layout, np.sin, np.cos)

@@ -29,6 +29,7 @@ import torch
 from .._checks import (
     MAX_EXACT_POSITION,
     as_length,
+    check_allocation,
     check_position_magnitude,
     check_positions,
     check_shift,
@@ -137,13 +138,19 @@ def as_positions(
     return add_offset(positions, offset), checked
 
 
-def positions_tensor(positions: Any, device: Any = None) -> tuple[torch.Tensor, bool]:
+def positions_tensor(
+    positions: Any, device: Any = None, *, table: tuple[str, int, int] = ("positions", 1, 0)
+) -> tuple[torch.Tensor, bool]:
     """An int ``L`` means ``arange(L)``; anything else goes through :func:`as_positions`.
 
+    ``table`` is ``(names, width, bytes per row)`` of the table the positions are for: for a
+    length, a table that cannot fit in memory is refused before ``arange(L)`` is made.
     Returns the positions (on ``device`` when one is given) and whether they were checked.
     """
     length = as_length("positions", positions)
     if length is not None:
+        names, width, row_bytes = table
+        check_allocation(names, (length, width), 8 // width + -(-row_bytes // width))
         return torch.arange(length, device=device), True
     pos, checked = as_positions("positions", positions, device)
     return (pos if device is None else pos.to(device)), checked

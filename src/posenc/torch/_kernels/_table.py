@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 
 from ..._angle_addition import fill_by_angle_addition, fill_rows
-from ..._checks import MAX_EXACT_POSITION
+from ..._checks import MAX_EXACT_POSITION, check_allocation
 from ..._features import FeatureSlices, fill_features, pair_slices
 from ..._sinusoidal import angle_addition, split_positions
 from ..._switches import fast_paths_enabled
@@ -199,6 +199,21 @@ class TorchAngleOps:
         store(dst, src)
 
 
+def check_size(names: str, shape: tuple[int, ...], itemsize: int, device: torch.device) -> None:
+    """Refuse a table that cannot fit in ``device``'s memory, before allocating it.
+
+    Concrete shapes only: nothing is checked while tracing or on the meta device, and nothing
+    is read from the device (its total memory is a property, not a synchronisation).
+    """
+    if torch.compiler.is_compiling() or not all(type(n) is int for n in shape):
+        return
+    if device.type == "cpu":
+        check_allocation(names, shape, itemsize)
+    elif device.type == "cuda":
+        limit = torch.cuda.get_device_properties(device).total_memory
+        check_allocation(names, shape, itemsize, limit=limit)
+
+
 def _fast(dtype: torch.dtype) -> bool:
     """Whether the angle-addition engine may run (eager, fast paths on, a rounded dtype)."""
     return dtype != torch.float64 and fast_paths_enabled() and not torch.compiler.is_compiling()
@@ -218,8 +233,10 @@ def sinusoidal_rows(
 ) -> torch.Tensor:
     """The table of positions ``start .. stop-1``: ``(stop - start, d)`` in ``dtype``.
 
-    ``omega`` is float64 ``(n,)`` on any device. No argument checks (the hot path).
+    ``omega`` is float64 ``(n,)`` on any device. No argument checks (the hot path) but the
+    size (:func:`check_size`).
     """
+    check_size("positions and d_model", (stop - start, d), dtype.itemsize, device)
     if not _fast(dtype) or device.type == "meta":
         return _formula(torch.arange(start, stop, device=device), omega, layout, d, dtype)
     work = work_device(device)
@@ -240,8 +257,9 @@ def sinusoidal_at(
     """The table of ``positions`` (any shape ``S``): ``(*S, d)`` in ``dtype``, on their device.
 
     ``checked=False``: NaN rows where a position cannot be encoded exactly (see the module
-    docstring). No argument checks (the hot path).
+    docstring). No argument checks (the hot path) but the size (:func:`check_size`).
     """
+    check_size("positions and d_model", (positions.numel(), d), dtype.itemsize, positions.device)
     if positions.is_floating_point() or not _fast(dtype) or positions.device.type != "cpu":
         table = _formula(positions, omega, layout, d, dtype)
     else:
@@ -265,11 +283,12 @@ def rope_cos_sin(
 
     Angles, cos, sin and the attention factor in float64; :func:`cast_exact` is the only
     rounding. ``checked=False``: NaN rows where a position cannot be encoded exactly. No
-    argument checks (the hot path).
+    argument checks (the hot path) but the size (:func:`check_size`: float64 work included).
     """
     device, work = positions.device, work_device(positions.device)
-    angles = positions.to(device=work, dtype=torch.float64).unsqueeze(-1) * omega.to(work)
     n = omega.shape[0]
+    check_size("positions and head_dim", (positions.numel(), 2 * n), 16 + dtype.itemsize, device)
+    angles = positions.to(device=work, dtype=torch.float64).unsqueeze(-1) * omega.to(work)
     first, second = pair_slices(pairs, n)
     tables = []
     for fn in (torch.cos, torch.sin):
