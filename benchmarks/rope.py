@@ -23,7 +23,11 @@ Rows, for ``pairs="half"`` and ``pairs="interleaved"``:
 - posenc ``RotaryEmbedding(d, pairs=...)`` forward on q and k together, and ``rotate(q)``
   alone (the module's cached cos/sin);
 - ``posenc.torch.apply_rotary(q, cos, sin, pairs=...)`` with tables from
-  ``posenc.torch.rotary_cos_sin``.
+  ``posenc.torch.rotary_cos_sin``;
+- multi-axis RoPE with explicit ``(t, h, w)`` ids (cos/sin computed from float64 in every
+  call): a Qwen2-VL-like M-RoPE (``sections`` d/8, 3d/16, 3d/16, shared schedule) over a batch
+  of text + image + text ids per batch element ``(b, s, 3)``, and a Flux-like per-axis RoPE
+  (``axes_dim`` d/8, 7d/16, 7d/16, interleaved pairs) over text + image ids ``(s, 3)``.
 
 Peers (their cos/sin in float32, as they compute them, then in q's dtype where they cast):
 
@@ -163,6 +167,8 @@ def _group(
             ),
         ]
 
+    calls += _multi_axis_calls(q, k, name)
+
     # The peers' tables as they compute them (float32 angles), in q's dtype where they cast.
     inv_freq = 1.0 / (BASE ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     angles = torch.outer(torch.arange(s, dtype=torch.float32), inv_freq)
@@ -226,6 +232,51 @@ def _group(
         line += f", at least {1 / slowest_vs_peer:.1f} x faster than rotary-embedding-torch"
         line += " (target 5)"
     return line
+
+
+def _multi_axis_calls(q: Any, k: Any, name: str) -> list[tuple[str, Callable[[], Any], bool, str]]:
+    """The multi-axis rows: explicit ``(t, h, w)`` ids, tables computed from float64 in each
+    call (a Qwen2-VL-like M-RoPE over a text + image + text batch, per batch element, and a
+    Flux-like per-axis RoPE over text + image ids shared by the batch)."""
+    import numpy as np
+    import torch
+
+    import posenc
+    from posenc.torch import RotaryEmbedding
+
+    b, _, s, d = q.shape
+    text = 16 if s < 1024 else 64
+    merged = (14, 16) if s < 1024 else (40, 48)  # (h, w) of the image after a 2 x 2 merge
+    assert 2 * text + merged[0] * merged[1] == s
+    types = np.array([0] * text + [1] * (merged[0] * merged[1]) + [0] * text)
+    grid = [1, 2 * merged[0], 2 * merged[1]]
+    qwen_ids = posenc.multimodal_positions(
+        np.broadcast_to(types, (b, s)), image_grids=[grid] * b, spatial_merge=2
+    ).positions
+    qwen_ids = torch.from_numpy(qwen_ids + 1000 * np.arange(b)[:, None, None])  # (b, s, 3)
+    qwen = RotaryEmbedding(d, sections=[d // 8, 3 * d // 16, 3 * d // 16], base=1e6)
+    image = posenc.grid_positions((1, merged[0], merged[1] + 2 * text // merged[0]))
+    flux_ids = torch.from_numpy(np.concatenate([np.zeros((s - len(image), 3), np.int64), image]))
+    flux = RotaryEmbedding(
+        d, sections=[d // 16, 7 * d // 32, 7 * d // 32], schedule="per_axis", pairs="interleaved"
+    )
+    note = "tables from float64 in each call" + ("; float32 arithmetic" if name == "bf16" else "")
+    return [
+        (
+            f"posenc RotaryEmbedding(q, k), M-RoPE [{d // 8}, {3 * d // 16}, {3 * d // 16}] "
+            "(Qwen2-VL-like), ids (b, s, 3)",
+            lambda: qwen(q, k, positions=qwen_ids),
+            True,
+            note,
+        ),
+        (
+            f"posenc RotaryEmbedding(q, k), per_axis [{d // 16}, {7 * d // 32}, {7 * d // 32}] "
+            "interleaved (Flux-like), ids (s, 3)",
+            lambda: flux(q, k, positions=flux_ids),
+            True,
+            note,
+        ),
+    ]
 
 
 def run(table: Table, *, quick: bool) -> None:

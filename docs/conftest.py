@@ -11,6 +11,7 @@ _NEEDS = {
     "tutorial.md": ("torch",),
     "precision.md": ("torch",),
     "integration.md": ("torch", "transformers"),
+    "multi-axis.md": ("torch",),
     "coming-from.md": ("torch", "positional_encodings", "rotary_embedding_torch", "transformers"),
 }
 

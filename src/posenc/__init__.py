@@ -29,6 +29,7 @@ from ._multi_axis import (
     multi_axis_cos_sin,
     multi_axis_frequencies,
 )
+from ._multimodal_positions import MultimodalPositions, multimodal_positions
 from ._positions import (
     positions_from_cu_seqlens,
     positions_from_mask,
@@ -53,6 +54,7 @@ __all__ = [
     "ConventionName",
     "GridConventionName",
     "MultiAxisFrequencies",
+    "MultimodalPositions",
     "PairLayout",
     "RopeLayer",
     "RopePlan",
@@ -65,6 +67,7 @@ __all__ = [
     "grid_positions",
     "multi_axis_cos_sin",
     "multi_axis_frequencies",
+    "multimodal_positions",
     "positions_from_cu_seqlens",
     "positions_from_mask",
     "positions_from_segments",

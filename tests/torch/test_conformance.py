@@ -85,6 +85,15 @@ def _rotary_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> 
     return m(_x((2, 3, n, D), dtype, seed), _x((2, 1, n, D), dtype, seed + 1), offset=offset)
 
 
+def _mrope_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> Any:
+    """Multi-axis RoPE with explicit (t, h, w) coordinates per token, (b, s, 3)."""
+    i = torch.arange(n) + offset
+    ids = torch.stack([i, i // 4 + offset, i % 5 + offset], dim=-1)
+    ids = torch.stack([ids, ids + 7])  # (2, n, 3): one row of coordinates per batch element
+    q, k = _x((2, 3, n, D), dtype, seed), _x((2, 1, n, D), dtype, seed + 1)
+    return m(q, k, positions=ids)
+
+
 def _grid_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> Any:
     shape = (1 + n % 5, n)
     return m(_x((2, shape[0] * shape[1], D), dtype, seed), grid_shape=shape)
@@ -137,6 +146,18 @@ CASES: dict[str, Case] = {
             pairs="interleaved",
             scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
             **kw,
+        ),
+        _rotary_call,
+        rotation=True,
+    ),
+    "RotaryEmbedding(multi-axis, interleaved M-RoPE, positions)": Case(
+        lambda **kw: pt.RotaryEmbedding(D, sections=[4, 2, 2], order="interleaved", **kw),
+        _mrope_call,
+        rotation=True,
+    ),
+    "RotaryEmbedding(multi-axis, per_axis, interleaved pairs)": Case(
+        lambda **kw: pt.RotaryEmbedding(
+            D, sections=[2, 3, 3], schedule="per_axis", pairs="interleaved", **kw
         ),
         _rotary_call,
         rotation=True,

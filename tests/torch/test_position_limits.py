@@ -37,6 +37,12 @@ def _tokens(n: int) -> torch.Tensor:
     return torch.arange(n).remainder(7)[None] + 2
 
 
+def _coordinates(p: torch.Tensor) -> torch.Tensor:
+    """(s, 3) coordinates of multi-axis RoPE: the positions on every axis (text tokens; an
+    offset is added to every coordinate)."""
+    return torch.stack([p, p, p], dim=-1)
+
+
 def _embedding() -> pt.TransformerEmbedding:
     torch.manual_seed(0)  # the same weights every time
     return pt.TransformerEmbedding(16, D, dropout=0.0).eval()
@@ -67,12 +73,22 @@ WITH_OFFSET: dict[str, tuple[Callable[[Any, int], Any], str]] = {
         lambda p, o: _embedding()(_tokens(len(p)), positions=p, offset=o),
         "positions",
     ),
+    "RotaryEmbedding(sections)": (
+        lambda p, o: pt.RotaryEmbedding(D, sections=[2, 1, 1])(
+            _q(len(p)), _q(len(p)), positions=_coordinates(p), offset=o
+        ),
+        "positions",
+    ),
 }
 
 #: Entry points taking positions (or timesteps) only.
 WITHOUT_OFFSET: dict[str, tuple[Callable[[Any], Any], str]] = {
     "sinusoidal": (lambda p: pt.sinusoidal(p, D), "positions"),
     "rotary_cos_sin": (lambda p: pt.rotary_cos_sin(p, D), "positions"),
+    "multi_axis_cos_sin": (
+        lambda p: pt.multi_axis_cos_sin(_coordinates(p), D, sections=[2, 1, 1]),
+        "positions",
+    ),
     "TimestepEmbedding": (lambda p: pt.TimestepEmbedding(D)(p), "timesteps"),
     "timestep_embedding": (lambda p: pt.timestep_embedding(p, D), "timesteps"),
     "MarianPositions": (

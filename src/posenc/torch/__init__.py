@@ -39,6 +39,7 @@ from ._checks import set_data_checks
 from ._embedding import TransformerEmbedding
 from ._functional import apply_rotary, cast_exact, rotary_cos_sin, sinusoidal
 from ._grid import SinusoidalGridEncoding
+from ._multi_axis import multi_axis_cos_sin, multimodal_positions
 from ._rotary import RotaryEmbedding
 from ._sinusoidal import SinusoidalPositionalEncoding
 from ._timestep import TimestepEmbedding, timestep_embedding
@@ -52,6 +53,8 @@ __all__ = [
     "apply_rotary",
     "cast_exact",
     "hf",
+    "multi_axis_cos_sin",
+    "multimodal_positions",
     "rotary_cos_sin",
     "set_data_checks",
     "sinusoidal",

@@ -12,6 +12,7 @@ import torch
 
 from .._checks import check_base, check_int
 from .._features import PairLayout, check_pairs
+from .._multi_axis import AxisOrder, AxisSchedule, _Request
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
 from .._switches import fast_paths_enabled
@@ -19,7 +20,7 @@ from ._cache import CachedTables
 from ._checks import as_positions, check_offset, check_tensor
 from ._functional import largest_position_seq_len
 from ._kernels._rope import RopeTables, phasors, rotate
-from ._kernels._table import rope_cos_sin
+from ._multi_axis import RopeFrequencies, hf_hint, multi_axis_spec
 
 __all__ = ["RotaryEmbedding"]
 
@@ -29,6 +30,37 @@ def _table_dtype(*dtypes: torch.dtype) -> torch.dtype:
     return torch.float64 if torch.float64 in dtypes else torch.float32
 
 
+def _explicit_positions(
+    x: torch.Tensor, axis: int, positions: Any, offset: Any, n_axes: int | None
+) -> tuple[torch.Tensor, bool, bool]:
+    """Checked positions plus ``offset`` for ``x`` (sequence at ``axis``): the tensor, whether
+    its values were checked, and whether it is per batch element. 1-D RoPE (``n_axes`` None):
+    ``(s,)``, ``(b, s)`` or ``(1, s)``; multi-axis: the same with ``n_axes`` coordinates last
+    (the offset is added to every coordinate)."""
+    length = x.shape[axis]
+    pos, checked = as_positions("positions", positions, x.device, offset=offset)
+    tail = () if n_axes is None else (n_axes,)  # one coordinate per axis
+    lead = tuple(pos.shape[: pos.dim() - len(tail)])
+    fits = tuple(pos.shape[len(lead) :]) == tail
+    per_batch = (
+        fits
+        and x.dim() + axis > 0
+        and len(lead) == 2
+        and lead[1] == length
+        and lead[0] in (1, x.shape[0])
+    )
+    if not fits or (lead != (length,) and not per_batch):
+        end = "".join(f", {n}" for n in tail)
+        allowed = f"(s{end or ','}) = ({length}{end or ','})"
+        if x.dim() + axis > 0:
+            allowed += f" or (b, s{end}) = ({x.shape[0]}, {length}{end}) or (1, {length}{end})"
+        raise ValueError(
+            f"positions must have shape {allowed} for inputs of shape {tuple(x.shape)}, "
+            f"got {tuple(pos.shape)}" + (hf_hint(tuple(pos.shape), tail[0]) if tail else "")
+        )
+    return pos.to(x.device), checked, per_batch
+
+
 class RotaryEmbedding(CachedTables):
     """Rotary position embedding of queries and keys, with the scalings of Hugging Face.
 
@@ -36,9 +68,15 @@ class RotaryEmbedding(CachedTables):
     ``k`` by the angles of their positions (:func:`posenc.rotary_cos_sin`) and returns them in
     their own dtypes.
 
+    With ``sections=`` (or ``frequencies=``) it is a multi-axis RoPE
+    (:func:`posenc.multi_axis_cos_sin`, docs/multi-axis.md): each token has ``n_axes``
+    coordinates, e.g. the ``(t, h, w)`` ids of Qwen2-VL, and pair ``k`` turns by
+    ``Σ_a p[a]·F[a, k]``.
+
     Args:
         head_dim: channels per head ``d``, an integer >= 2.
-        base: the wavelength base (``rope_theta``), a finite number > 0.
+        base: the wavelength base (``rope_theta``), a finite number > 0; default 10000.0.
+            Multi-axis ``schedule="per_axis"`` also takes one base per axis.
         pairs: ``"half"`` (Hugging Face / GPT-NeoX) or ``"interleaved"`` (Meta / torchtune /
             rotary-embedding-torch); see ``posenc.PairLayout``.
         scaling: ``None``, a dict of Hugging Face rope parameters or a
@@ -52,13 +90,22 @@ class RotaryEmbedding(CachedTables):
         max_len: rows of the cos/sin cache to build in ``__init__``: an optimisation, not a
             limit.
         device: where the cache is built.
+        sections, order, schedule, frequencies: multi-axis RoPE, as in
+            :func:`posenc.multi_axis_cos_sin`: rotary pairs per axis (``mrope_section``,
+            ``axes_dim / 2``), ``"sectioned"``/``"interleaved"``,
+            ``"shared"``/``"dealt"``/``"per_axis"``, or a frequency matrix
+            ``(n_axes, rotary_dim / 2)`` instead of sections .. scaling.
 
     Shapes:
         - ``q``, ``k``: floating tensors with the same number of dimensions (>= 2), the same
           sequence length and ``d`` channels last; heads may differ (grouped-query attention).
         - ``positions`` (optional): ``(s,)``, or ``(b, s)`` per batch element (``b`` =
           ``q.shape[0]`` or 1, as Hugging Face ``position_ids``; the sequence not in
-          dimension 0). Integer or real values.
+          dimension 0). Integer or real values. Multi-axis: ``(s, n_axes)``,
+          ``(b, s, n_axes)`` or ``(1, s, n_axes)``, coordinates last (Hugging Face's M-RoPE
+          ``position_ids`` ``(n_axes, b, s)``: pass ``position_ids.permute(1, 2, 0)``; a
+          shape such as ``(3, 3, 3)`` is read as ``(b, s, n_axes)``); without them every
+          token is a text token, at ``offset + i`` on every axis.
         - ``offset``: int >= 0 added to the positions (tokens already in a KV cache).
         - ``seq_len`` (optional): the length that ``dynamic`` and ``longrope`` select their
           frequencies by; default the largest position + 1, Hugging Face's rule.
@@ -99,6 +146,10 @@ class RotaryEmbedding(CachedTables):
     >>> step = rope(q[:, :, 4:], k[:, :, 4:], offset=4)[0]   # decoding with a KV cache
     >>> torch.allclose(step, q_rot[:, :, 4:])
     True
+    >>> mrope = RotaryEmbedding(8, sections=[2, 1, 1])      # M-RoPE: (t, h, w) per token
+    >>> ids = torch.tensor([[[0, 0, 0], [1, 1, 1], [2, 2, 2], [2, 2, 3], [2, 3, 2]]])
+    >>> mrope(q, k, positions=ids)[0].shape                 # ids: (1, s, 3)
+    torch.Size([2, 4, 5, 8])
     """
 
     _table_names = ("cos_cached", "sin_cached")
@@ -109,20 +160,29 @@ class RotaryEmbedding(CachedTables):
         self,
         head_dim: int,
         *,
-        base: float = 10000.0,
+        base: Any = None,
         pairs: PairLayout = "half",
         scaling: Any = None,
         rotary_dim: int | None = None,
         seq_dim: int = -2,
         max_len: int | None = None,
         device: Any = None,
+        sections: Any = None,
+        order: AxisOrder | None = None,
+        schedule: AxisSchedule | None = None,
+        frequencies: Any = None,
     ) -> None:
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim, minimum=2)
-        self.base = check_base("base", base)
         self.pairs = check_pairs(pairs)
+        request = _Request(sections, order, schedule, base, scaling, frequencies)
+        self.axes = multi_axis_spec(self.head_dim, rotary_dim, request)
         self.scaling: RopeScaling | None = rope_scaling(scaling)
-        self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
+        if self.axes is None:
+            self.base = check_base("base", 10000.0 if base is None else base)
+            self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
+        else:
+            self.base, self.rotary_dim = base, self.axes.rotary_dim
         self.seq_dim = check_int("seq_dim", seq_dim)
         if self.seq_dim == -1:
             raise ValueError("seq_dim must not be -1: the last dimension holds the channels")
@@ -130,7 +190,7 @@ class RotaryEmbedding(CachedTables):
         # Plain CPU float64 tensors, not buffers: module casts must never touch them.
         # Key 0: the frequencies without a length (all types; longrope's short factors);
         # key 1: longrope's long factors.
-        self._freqs: dict[int, tuple[torch.Tensor, float]] = {0: self._frequencies(None)}
+        self._freqs: dict[int, RopeFrequencies] = {0: self._frequencies(None)}
         self._original = None if self.scaling is None else self.scaling.original_length
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
@@ -139,11 +199,13 @@ class RotaryEmbedding(CachedTables):
 
     # -- tables -----------------------------------------------------------------------------
 
-    def _frequencies(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+    def _frequencies(self, seq_len: int | None) -> RopeFrequencies:
+        if self.axes is not None:
+            return self.axes.frequencies(seq_len)
         omega, attention = rope_frequencies(
             self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
         )
-        return torch.from_numpy(omega), attention
+        return RopeFrequencies(torch.from_numpy(omega), attention, None)
 
     def _cache_dtype(self, dtype: torch.dtype) -> torch.dtype:
         return _table_dtype(dtype)
@@ -160,16 +222,15 @@ class RotaryEmbedding(CachedTables):
     def _compute_rows(
         self, key: Any, start: int, stop: int, dtype: torch.dtype, device: torch.device
     ) -> tuple[torch.Tensor, ...]:
-        omega, attention = self._freqs[key]
-        positions = torch.arange(start, stop, device=device)
-        return rope_cos_sin(positions, omega, attention, self.pairs, dtype)
+        freqs = self._freqs[key]
+        return freqs.cos_sin(freqs.text_positions(start, stop, device), self.pairs, dtype, True)
 
     def _at(
         self, positions: torch.Tensor, seq_len: Any, dtype: torch.dtype, checked: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         key = self._key(seq_len)
-        omega, attention = self._frequencies(seq_len) if key is None else self._freqs[key]
-        return rope_cos_sin(positions, omega, attention, self.pairs, dtype, checked=checked)
+        freqs = self._frequencies(seq_len) if key is None else self._freqs[key]
+        return freqs.cos_sin(positions, self.pairs, dtype, checked)
 
     def _range(
         self, start: int, stop: int, seq_len: Any, dtype: torch.dtype, device: torch.device
@@ -177,9 +238,9 @@ class RotaryEmbedding(CachedTables):
         """cos/sin (and, from the cache, interleaved phasors) of positions ``start .. stop-1``."""
         key = self._key(seq_len)
         if key is None:
-            return RopeTables(
-                *self._at(torch.arange(start, stop, device=device), seq_len, dtype, True)
-            )
+            freqs = self._frequencies(seq_len)
+            positions = freqs.text_positions(start, stop, device)
+            return RopeTables(*freqs.cos_sin(positions, self.pairs, dtype, True))
         (cos, sin), snapshot = self._cached_rows(start, stop, dtype, device, key=key)
         if snapshot is None or self.pairs != "interleaved" or not fast_paths_enabled():
             return RopeTables(cos, sin)
@@ -221,29 +282,6 @@ class RotaryEmbedding(CachedTables):
                 )
         return axis
 
-    def _explicit_positions(
-        self, x: torch.Tensor, axis: int, positions: Any, offset: Any
-    ) -> tuple[torch.Tensor, bool, bool]:
-        """Checked positions plus ``offset`` for ``x``: the tensor, whether its values were
-        checked, and whether it is per batch element (``(b, s)`` / ``(1, s)``)."""
-        length = x.shape[axis]
-        pos, checked = as_positions("positions", positions, x.device, offset=offset)
-        per_batch = (
-            x.dim() + axis > 0
-            and pos.dim() == 2
-            and pos.shape[1] == length
-            and pos.shape[0] in (1, x.shape[0])
-        )
-        if tuple(pos.shape) != (length,) and not per_batch:
-            allowed = f"(s,) = ({length},)"
-            if x.dim() + axis > 0:
-                allowed += f" or (b, s) = ({x.shape[0]}, {length}) or (1, {length})"
-            raise ValueError(
-                f"positions must have shape {allowed} for inputs of shape {tuple(x.shape)}, "
-                f"got {tuple(pos.shape)}"
-            )
-        return pos.to(x.device), checked, per_batch
-
     def _tables_for(
         self,
         x: torch.Tensor,
@@ -266,7 +304,8 @@ class RotaryEmbedding(CachedTables):
                 offset, stop, stop if seq_len is None else seq_len, dtype, x.device
             )
         else:
-            pos, checked, per_batch = self._explicit_positions(x, axis, positions, offset)
+            n_axes = None if self.axes is None else self.axes.n_axes
+            pos, checked, per_batch = _explicit_positions(x, axis, positions, offset, n_axes)
             if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
                 seq_len = largest_position_seq_len(pos)
             tables = RopeTables(*self._at(pos, seq_len, dtype, checked))
@@ -326,4 +365,6 @@ class RotaryEmbedding(CachedTables):
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, pairs={self.pairs!r}, "
             f"base={self.base}, seq_dim={self.seq_dim}"
         )
+        if self.axes is not None:
+            text += f", {self.axes.describe()}"
         return text if self.scaling is None else f"{text}, scaling={self.scaling!r}"

@@ -9,7 +9,8 @@ family        entry points                             fast path
 ============  =======================================  =========================================
 ``_cast``     ``cast_exact``, ``store``                 round-to-odd float32 step; chunked store
 ``_table``    ``sinusoidal_rows``, ``sinusoidal_at``,   the angle-addition engine (distinct
-              ``rope_cos_sin``                          phasors, complex products)
+              ``rope_cos_sin``,                         phasors, complex products)
+              ``multi_axis_cos_sin``
 ``_add``      ``add_encoding``, ``embed``               blocked gather + add + exact dropout
 ``_rope``     ``rotate``, ``phasors``                   chunked half pairs; complex products
 ============  =======================================  =========================================

@@ -7,7 +7,8 @@ Entry points (each chooses between a fast path and the plain formula written her
   consecutive positions, which reads no tensor data, on every device.
 - :func:`sinusoidal_at`: the table of explicit positions of any shape. Fast path: the same
   engine with its distinct-value tables, eager and CPU only (it reads the positions).
-- :func:`rope_cos_sin`: RoPE cos/sin (one formula: angles, cos, sin and the attention factor in
+- :func:`rope_cos_sin`, :func:`multi_axis_cos_sin`: RoPE cos/sin of 1-D positions and of
+  coordinates ``(..., n_axes)`` (one formula: angles, cos, sin and the attention factor in
   float64, one rounding).
 
 The plain formulas are those of ``posenc._sinusoidal`` (direct for real positions and float64
@@ -39,6 +40,7 @@ from ._cast import cast_exact, store
 __all__ = [
     "TorchAngleOps",
     "empty_table",
+    "multi_axis_cos_sin",
     "nan_where_unencodable",
     "rope_cos_sin",
     "sinusoidal_at",
@@ -55,13 +57,22 @@ def work_device(device: torch.device) -> torch.device:
     return torch.device("cpu") if device.type == "mps" else device
 
 
-def nan_where_unencodable(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """``table`` (``(*S, d)``) with NaN rows where ``positions`` (``S``) cannot be encoded
-    exactly: non-finite or beyond +-2**53. No host synchronisation."""
+def _unencodable(positions: torch.Tensor) -> torch.Tensor:
+    """Where ``positions`` cannot be encoded exactly: non-finite or beyond +-2**53."""
     if positions.is_floating_point():
-        bad = ~(positions.abs() <= MAX_EXACT_POSITION)  # NaN compares false
-    else:
-        bad = (positions > MAX_EXACT_POSITION) | (positions < -MAX_EXACT_POSITION)
+        return ~(positions.abs() <= MAX_EXACT_POSITION)  # NaN compares false
+    return (positions > MAX_EXACT_POSITION) | (positions < -MAX_EXACT_POSITION)
+
+
+def nan_where_unencodable(
+    table: torch.Tensor, positions: torch.Tensor, *, coordinates: bool = False
+) -> torch.Tensor:
+    """``table`` (``(*S, d)``) with NaN rows where ``positions`` (``S``, or ``(*S, n_axes)``
+    with ``coordinates=True``: any coordinate) cannot be encoded exactly: non-finite or beyond
+    +-2**53. No host synchronisation."""
+    bad = _unencodable(positions)
+    if coordinates:
+        bad = bad.any(-1)
     return table.masked_fill(bad.unsqueeze(-1).to(table.device), float("nan"))
 
 
@@ -270,6 +281,25 @@ def sinusoidal_at(
     return table if checked else nan_where_unencodable(table, positions)
 
 
+def _pair_tables(
+    angles: torch.Tensor, attention: float | torch.Tensor | None, pairs: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin ``(*S, 2n)`` of float64 angles ``(*S, n)``: times the attention factor (a
+    number or one per pair; None for 1) in float64, laid out for ``pairs``, rounded once."""
+    n = angles.shape[-1]
+    first, second = pair_slices(pairs, n)
+    tables = []
+    for fn in (torch.cos, torch.sin):
+        values = fn(angles)
+        if attention is not None:
+            values = values * attention
+        full = torch.empty((*values.shape[:-1], 2 * n), dtype=torch.float64, device=angles.device)
+        full[..., first] = values
+        full[..., second] = values
+        tables.append(cast_exact(full, dtype))
+    return tables[0], tables[1]
+
+
 def rope_cos_sin(
     positions: torch.Tensor,
     omega: torch.Tensor,
@@ -289,15 +319,47 @@ def rope_cos_sin(
     n = omega.shape[0]
     check_size("positions and head_dim", (positions.numel(), 2 * n), 16 + dtype.itemsize, device)
     angles = positions.to(device=work, dtype=torch.float64).unsqueeze(-1) * omega.to(work)
-    first, second = pair_slices(pairs, n)
-    tables = []
-    for fn in (torch.cos, torch.sin):
-        values = fn(angles)
-        if attention != 1.0:
-            values = values * attention
-        full = torch.empty((*values.shape[:-1], 2 * n), dtype=torch.float64, device=work)
-        full[..., first] = values
-        full[..., second] = values
-        table = cast_exact(full, dtype).to(device)
-        tables.append(table if checked else nan_where_unencodable(table, positions))
-    return tables[0], tables[1]
+    cos, sin = _pair_tables(angles, None if attention == 1.0 else attention, pairs, dtype)
+    cos, sin = cos.to(device), sin.to(device)
+    if checked:
+        return cos, sin
+    return nan_where_unencodable(cos, positions), nan_where_unencodable(sin, positions)
+
+
+def multi_axis_cos_sin(
+    positions: torch.Tensor,
+    matrix: torch.Tensor,
+    attention: torch.Tensor | None,
+    axes: tuple[int, ...],
+    pairs: str,
+    dtype: torch.dtype,
+    *,
+    checked: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-axis RoPE cos/sin ``(*S, 2n)`` for coordinates ``(*S, n_axes)`` and a float64
+    frequency matrix ``(n_axes, n)``.
+
+    The angle of pair ``k`` is ``Σ_a p[a]·matrix[a, k]`` over ``axes`` (those with a non-zero
+    frequency), summed in float64 from 0 in the NumPy core's order; cos, sin and
+    ``attention`` (float64 ``(n,)``, None for 1) in float64; :func:`cast_exact` is the only
+    rounding. ``checked=False``: NaN rows where a coordinate cannot be encoded exactly. No
+    argument checks (the hot path) but the size (:func:`check_size`: float64 work included).
+    """
+    device, work = positions.device, work_device(positions.device)
+    rows = positions.numel() // max(positions.shape[-1], 1) if positions.dim() else 0
+    size = (rows, 2 * matrix.shape[1])
+    check_size("positions and head_dim", size, 24 + dtype.itemsize, device)
+    pos = positions.to(device=work, dtype=torch.float64)
+    matrix = matrix.to(work)
+    angles = torch.zeros((*pos.shape[:-1], matrix.shape[1]), dtype=torch.float64, device=work)
+    for a in axes:
+        angles = angles + pos[..., a : a + 1] * matrix[a]
+    factor = None if attention is None else attention.to(work)
+    cos, sin = _pair_tables(angles, factor, pairs, dtype)
+    cos, sin = cos.to(device), sin.to(device)
+    if checked:
+        return cos, sin
+    return (
+        nan_where_unencodable(cos, positions, coordinates=True),
+        nan_where_unencodable(sin, positions, coordinates=True),
+    )
