@@ -234,8 +234,6 @@ def test_multi_axis_sections_are_data() -> None:
     assert layer.sections == (24, 20, 20)
     assert layer.interleaved_sections
     np.testing.assert_allclose(layer.frequencies, omega(128, 5e6), rtol=1e-15)
-    with pytest.raises(ValueError, match=r"is multi-axis .* sections \(24, 20, 20\)"):
-        layer.cos_sin(3)
     v4 = {"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
     assert rope_plan(v4).layer().sections == (16, 24, 24)
     default = rope_plan({**config, "rope_parameters": {"rope_theta": 5e6}}).layer()
