@@ -23,59 +23,18 @@ from tests.torch import rope_coverage  # noqa: E402
 PINNED = "5.23.0"
 MODEL_DIRECTORIES = 193
 
-_MULTI_AXIS = [
-    "cohere_compass",
-    "cosmos3_edge",
-    "dots3_note",
-    "edgetam_video",
-    "ernie4_5_vl_moe",
-    "exaone4_5",
-    "gemma4",
-    "glm4v",
-    "glm4v_moe",
-    "glm5_next",
-    "glm_image",
-    "glm_ocr",
-    "hunyuan_vl",
-    "inkling2",
-    "kimi_k25",
-    "lfm3_vl",
-    "minimax_m3_vl",
-    "mlcd",
-    "muse_glimmer",
-    "muse_spark",
-    "neomme",
-    "paddleocr_vl",
-    "pixtral",
-    "qwen2_5_omni",
-    "qwen2_5_vl",
-    "qwen2_vl",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "qwen3_omni_moe",
-    "qwen3_vl",
-    "qwen3_vl_moe",
-    "qwen4_exp",
-    "sam2_video",
-    "sam3",
-    "sam3_tracker_video",
-    "step3p7",
-    "video_llama_3",
-]
-
 #: directory -> the reason it is not reproduced (a part of the harness's reason).
 KNOWN_MISSING: dict[str, str] = {
-    **dict.fromkeys(_MULTI_AXIS, "multi-axis"),
-    # 2-D grids built inside forward from an image's size (no position ids)
-    "efficientloftr": "forward(x) takes no 1-D position ids",
-    "eomt_dinov3": "forward(pixel_values) takes no 1-D position ids",
-    "llama4": "Llama4VisionRotaryEmbedding: forward(hidden_states) takes no 1-D position ids",
-    # 3-D atom coordinates and a per-atom id
-    "esmfold2": "forward(ref_pos, ref_space_uid, dtype) takes no 1-D position ids",
-    # audio timestamps in seconds, not position ids
-    "musicflamingo": "forward(timestamps, seq_len) takes no 1-D position ids",
+    # pair or axis layouts that no table describes
+    "gemma4": "pairs (i, i + head_dim/4) inside each half of the head",
+    "hunyuan_vl": "the two channels of a rotate_half pair turn with different axes",
+    "ernie4_5_vl_moe": "height and width take turns over the first sections[0] + sections[1]",
     # its rotate_half returns (x2, -x1): it rotates by -angle, which no pair layout describes
     "nanochat": "pairs 'half': q·k differs from apply_rotary_pos_emb",
+    # 3-D atom coordinates and a per-atom id, with frequencies from keys of its own
+    "esmfold2": "forward(ref_pos, ref_space_uid, dtype) takes no position ids",
+    # angles are products of audio timestamps and window positions, not position ids
+    "musicflamingo": "forward(timestamps, seq_len) takes no position ids",
 }
 
 
