@@ -40,6 +40,22 @@ def mrope_ids(rng: np.random.Generator, tokens: int) -> np.ndarray:
     return rng.integers(0, 5000, size=(2, tokens, 3))
 
 
+def test_multi_axis_sections_are_data() -> None:
+    layer = rope_plan(QWEN3_VL).layer()
+    assert layer.multi_axis
+    assert layer.axes == ("temporal", "height", "width")
+    assert layer.sections == (24, 20, 20)
+    assert layer.interleaved_sections
+    omega = 5e6 ** (-np.arange(0, 128, 2) / 128)
+    np.testing.assert_allclose(layer.frequencies, omega, rtol=1e-15)
+    v4 = {"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
+    assert rope_plan(v4).layer().sections == (16, 24, 24)
+    default = rope_plan({**QWEN3_VL, "rope_parameters": {"rope_theta": 5e6}}).layer()
+    assert default.sections == (24, 20, 20)  # the model's own default
+    axial = {"head_dim": 64, "rope_parameters": {"rope_type": "axial", "rope_theta": 100.0}}
+    assert rope_plan(axial).layer().axes == ("height", "width")
+
+
 def test_mrope_layer_tables_are_multi_axis_cos_sin_of_its_layout() -> None:
     layer = rope_plan(QWEN3_VL).layer()
     ids = mrope_ids(np.random.default_rng(0), 9)

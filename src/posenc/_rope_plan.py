@@ -126,6 +126,8 @@ _MODEL_NOTES = {
     "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
     "deepseek_v32": "its indexer rotates its own keys with half pairs",
     "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
+    "mlcd_vision_model": "MLCDVisionModel prepends the class token's cos/sin, made from a "
+    "learned parameter (class_pos_emb), to the patches' tables",
     "gemma4_vision": "rotates each axis's block of channels with its own rotate_half "
     "(apply_multidimensional_rope): pairs (i, i + head_dim/4) inside each half of the head, "
     "which neither 'half' nor 'interleaved' describes",

@@ -13,8 +13,10 @@ type of the plan
    module's ``apply_rotary_pos_emb``) applied with the class's tables gives the same attention
    scores ``q·k`` as ``posenc.apply_rotary`` with the plan's pair layout.
 
-Multi-axis layers (M-RoPE, 2-D vision RoPE) count as not reproduced ("multi-axis"); classes or
-configs that cannot be built here stay in the denominator with the reason.
+Multi-axis layers (M-RoPE, 2-D vision RoPE) are checked the same way with the coordinates their
+models pass them (:mod:`tests.torch.rope_coverage_axes`). Classes or configs that cannot be
+built here, and layers whose layout the plan marks ``unsupported``, stay in the denominator
+with the reason.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 
 import posenc
 from tests.torch import rope_coverage_axes as axes
-from tests.torch.rope_coverage_axes import per_pair, short
+from tests.torch.rope_coverage_axes import short
 
 #: Config overrides by config class (keyword arguments), harness only: they switch on the RoPE a
 #: model's real checkpoints use where the class default does not, or fix a class default that
@@ -108,6 +110,16 @@ CONFIG_FOR: dict[str, tuple[str, ...]] = {
         "Qwen3OmniMoeTalkerCodePredictorConfig",
         "Qwen3OmniMoeCode2WavConfig",
     ),
+}
+
+#: Rotary classes that take no position ids, and what their angles are made of instead.
+NO_POSITIONS = {
+    "EsmFold2RotaryEmbedding": ": its angles turn with 3-D atom coordinates and a per-atom id, "
+    "at frequencies from keys of its atom config (num_spatial_rope_pairs_per_axis, "
+    "spatial_rope_base_frequency, num_uid_rope_pairs, uid_rope_base_frequency) that no rope "
+    "plan reads",
+    "MusicFlamingoRotaryEmbedding": ": its angles are products of audio timestamps (seconds) and "
+    "window or frame positions, not a coordinate times a frequency",
 }
 
 #: Models (directories, or rotary classes) whose rotary class returns the interleaved table
@@ -199,26 +211,12 @@ def _hf_tables(module: Any, label: str | None) -> tuple[torch.Tensor, torch.Tens
 
 def compare_tables(layer: Any, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> str | None:
     """None when the class's tables equal the plan's within the tolerance, else why not."""
-    n = layer.rotary_dim // 2
     seq_len = int(POSITIONS.max()) + 1
     omega, attention = layer.frequencies_at(seq_len)
-    ours_cos, ours_sin = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
+    ours = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
     p = POSITIONS.numpy().astype(np.float64)[..., None]
     tolerance = (2e-6 + 1e-6 * np.abs(p) * omega) * max(attention, 1.0)
-    for name, theirs, ours in (("cos", cos, ours_cos), ("sin", sin, ours_sin)):
-        if theirs.shape[:-1] != ours.shape[:-1]:
-            return f"{name} has shape {tuple(theirs.shape)}, the plan's {ours.shape}"
-        try:
-            copies = per_pair(theirs, layout, n)
-        except AssertionError as exc:
-            return str(exc)
-        expected = per_pair(torch.from_numpy(ours), layer.pairs, n)[0]
-        for copy in copies:
-            error = np.abs(copy - expected) - tolerance
-            if not (error <= 0).all():
-                worst = float(np.nanmax(np.abs(copy - expected)))
-                return f"{name} differs by {worst:.3g} (tolerance {float(tolerance.max()):.3g})"
-    return None
+    return axes.compare_copies(layer, (cos, sin), ours, tolerance, layout)
 
 
 def _rotate_theirs(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: Any, sin: Any) -> Any:
@@ -259,15 +257,6 @@ def compare_rotation(layer: Any, fn: Any, cos: torch.Tensor, sin: torch.Tensor) 
     if not worst <= 1e-3 * math.sqrt(width):
         return f"pairs {layer.pairs!r}: q·k differs from {fn.__qualname__}'s by {worst:.3g}"
     return None
-
-
-def _rotation_function(layer: Any, module: Any) -> Any:
-    source = layer.pairs_source
-    if source.startswith("transformers."):
-        owner, _, name = source.rpartition(".")
-        function = getattr(importlib.import_module(owner), name)
-        return function
-    return getattr(module, "apply_rotary_pos_emb", None)
 
 
 def _has_rope(config: Any) -> bool:
@@ -317,7 +306,8 @@ def _check_config(outcome: Outcome, class_name: str, module: Any, cls: type, con
     forward = list(inspect.signature(cls.forward).parameters)[1:]
     grid = axes.GRID_CALLS.get(class_name)
     if forward[:2] != ["x", "position_ids"] and grid is None:
-        outcome.fail(f"{class_name}: forward({', '.join(forward)}) takes no position ids")
+        why = NO_POSITIONS.get(class_name, "")
+        outcome.fail(f"{class_name}: forward({', '.join(forward)}) takes no position ids{why}")
         return
     try:
         plan = posenc.rope_plan(config)
@@ -384,10 +374,8 @@ def _check_axes(
     except Exception as exc:
         outcome.fail(f"{name}: forward failed: {short(exc)}")
         return
-    interleaved = outcome.directory in INTERLEAVED_TABLE or class_name in INTERLEAVED_TABLE
-    problem = axes.compare_tables(
-        layer, positions, cos, sin, "interleaved" if interleaved else "half"
-    )
+    layout = _table_layout(outcome, class_name)
+    problem = axes.compare_tables(layer, positions, cos, sin, layout)
     if problem is None:
         fn = axes.rotation_function(layer, module, vision=layer.schedule != "shared")
         if fn is None:
@@ -398,6 +386,12 @@ def _check_axes(
         outcome.fail(f"{name}: {problem}")
 
 
+def _table_layout(outcome: Outcome, class_name: str) -> str:
+    """How the class lays out its table: ``"interleaved"`` or ``"half"``."""
+    listed = outcome.directory in INTERLEAVED_TABLE or class_name in INTERLEAVED_TABLE
+    return "interleaved" if listed else "half"
+
+
 def _check_layer(
     outcome: Outcome, class_name: str, module: Any, rotary: Any, layer: Any, label: str | None
 ) -> None:
@@ -406,11 +400,9 @@ def _check_layer(
     except Exception as exc:
         outcome.fail(f"{class_name}[{label or layer.layer_type}]: forward failed: {short(exc)}")
         return
-    interleaved = outcome.directory in INTERLEAVED_TABLE or class_name in INTERLEAVED_TABLE
-    layout = "interleaved" if interleaved else "half"
-    problem = compare_tables(layer, cos, sin, layout)
+    problem = compare_tables(layer, cos, sin, _table_layout(outcome, class_name))
     if problem is None:
-        fn = _rotation_function(layer, module)
+        fn = axes.rotation_function(layer, module, vision=False)
         if fn is None:
             problem = "no apply_rotary_pos_emb to check the pairs with"
         else:

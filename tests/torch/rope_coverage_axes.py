@@ -61,8 +61,12 @@ def per_pair(table: torch.Tensor | np.ndarray, layout: str, n: int) -> list[np.n
 # -- positions ---------------------------------------------------------------------------------
 
 
-def _merge(config: Any) -> int:
-    merge = getattr(config, "spatial_merge_size", None)
+#: Towers that number their patches with another merge size than their config's (directory).
+MERGE = {"paddleocr_vl": 1, "kimi_k25": 1, "step3p7": 1}  # get_vision_position_ids(grid, 1)
+
+
+def _merge(directory: str, config: Any) -> int:
+    merge = MERGE.get(directory, getattr(config, "spatial_merge_size", None))
     return merge if isinstance(merge, int) and merge > 0 else 1
 
 
@@ -141,7 +145,7 @@ def vision_positions(directory: str, module: Any, config: Any, n_axes: int) -> t
         return precomputed
     from transformers.vision_utils import get_vision_position_ids
 
-    merge = _merge(config)
+    merge = _merge(directory, config)
     grid = torch.tensor([[t, h * merge, w * merge] for t, h, w in GRIDS])
     ids = get_vision_position_ids(grid, merge, include_temporal=n_axes == 3)
     return ADJUST.get(directory, lambda p: p)(ids)
@@ -192,7 +196,6 @@ def compare_tables(
     layer: Any, positions: np.ndarray, cos: torch.Tensor, sin: torch.Tensor, layout: str
 ) -> str | None:
     """None when the class's tables equal the plan's for ``positions`` (``(..., n_axes)``)."""
-    n = layer.rotary_dim // 2
     matrix, attention = layer.axis_frequencies(int(np.max(positions)) + 1)
     try:
         ours_cos, ours_sin = layer.cos_sin(positions, dtype=np.float64)
@@ -201,15 +204,28 @@ def compare_tables(
     # |p| of the coordinate each pair turns with, times that pair's frequency
     reach = np.abs(positions).astype(np.float64)[..., :, None] * np.abs(matrix)
     tolerance = (2e-6 + 1e-6 * reach.max(axis=-2)) * max(float(attention.max()), 1.0)
-    for name, theirs, ours in (("cos", cos, ours_cos), ("sin", sin, ours_sin)):
-        if theirs.numel() != math.prod(ours.shape[:-1]) * theirs.shape[-1]:
-            return f"{name} has shape {tuple(theirs.shape)}, the plan's {ours.shape}"
-        theirs = theirs.reshape(*ours.shape[:-1], theirs.shape[-1])
+    return compare_copies(layer, (cos, sin), (ours_cos, ours_sin), tolerance, layout)
+
+
+def compare_copies(
+    layer: Any,
+    theirs: tuple[torch.Tensor, torch.Tensor],
+    ours: tuple[np.ndarray, np.ndarray],
+    tolerance: np.ndarray,
+    layout: str,
+) -> str | None:
+    """None when every copy of every pair of the class's cos/sin (laid out ``layout``) equals
+    the plan's (laid out for ``layer.pairs``) within ``tolerance`` (``(..., pairs)``)."""
+    n = layer.rotary_dim // 2
+    for name, table, expected_table in zip(("cos", "sin"), theirs, ours, strict=True):
+        lead = expected_table.shape[:-1]
+        if table.numel() != math.prod(lead) * table.shape[-1]:
+            return f"{name} has shape {tuple(table.shape)}, the plan's {expected_table.shape}"
         try:
-            copies = per_pair(theirs, layout, n)
+            copies = per_pair(table.reshape(*lead, table.shape[-1]), layout, n)
         except AssertionError as exc:
             return str(exc)
-        expected = per_pair(ours, layer.pairs, n)[0]
+        expected = per_pair(expected_table, layer.pairs, n)[0]
         for copy in copies:
             if not (np.abs(copy - expected) <= tolerance).all():
                 worst = float(np.nanmax(np.abs(copy - expected)))
@@ -244,7 +260,8 @@ def compare_rotation(
     tokens = math.prod(positions.shape[:-1])
     if tokens > ROTATED_TOKENS:  # every k-th token: the scores grow as tokens²
         keep = np.linspace(0, tokens - 1, ROTATED_TOKENS).round().astype(np.int64)
-        cos, sin = (t.reshape(tokens, -1)[keep] for t in (cos, sin))
+        ones = (1,) * (cos.dim() - 2)  # a table's leading 1s stay: they say its layout
+        cos, sin = (t.reshape(tokens, -1)[keep].reshape(*ones, len(keep), -1) for t in (cos, sin))
         positions, tokens = positions.reshape(tokens, -1)[keep], ROTATED_TOKENS
     rng = np.random.default_rng(0)
     q_np, k_np = rng.standard_normal((2, tokens, width), dtype=np.float32)

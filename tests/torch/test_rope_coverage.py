@@ -32,10 +32,9 @@ KNOWN_MISSING: dict[str, str] = {
     "ernie4_5_vl_moe": "height and width take turns over the first sections[0] + sections[1]",
     # its rotate_half returns (x2, -x1): it rotates by -angle, which no pair layout describes
     "nanochat": "pairs 'half': q·k differs from apply_rotary_pos_emb",
-    # 3-D atom coordinates and a per-atom id, with frequencies from keys of its own
-    "esmfold2": "forward(ref_pos, ref_space_uid, dtype) takes no position ids",
-    # angles are products of audio timestamps and window positions, not position ids
-    "musicflamingo": "forward(timestamps, seq_len) takes no position ids",
+    # angles from other inputs than position ids (the harness says which)
+    "esmfold2": "3-D atom coordinates and a per-atom id",
+    "musicflamingo": "products of audio timestamps",
 }
 
 
