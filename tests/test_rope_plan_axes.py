@@ -277,3 +277,22 @@ def test_axial_frequencies_are_one_schedule_per_axis(heads: int, quarter: int, s
     assert not matrix[1, :quarter].any()
     cos, _ = layer.cos_sin(np.array([[start, 0]]))
     np.testing.assert_allclose(cos[0, quarter : 2 * quarter], 1.0)  # w = 0: the width pairs rest
+
+
+def test_a_model_that_rotates_before_the_heads_split() -> None:
+    config = {
+        "model_type": "efficientloftr",
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 4},
+    }
+    layer = rope_plan(config).layer()
+    assert (layer.head_dim, layer.rotary_dim, layer.sections, layer.pairs) == (
+        256,
+        256,
+        (64, 64),
+        "interleaved",
+    )
+    assert layer.interleaved_sections
+    with pytest.raises(ValueError, match=r"must give hidden_size, an integer >= 4, got None"):
+        rope_plan({**config, "hidden_size": None, "head_dim": 32})

@@ -3,8 +3,10 @@
 :func:`rope_plan` reads any Hugging Face config (see :mod:`posenc._rope_config` for the
 spellings) and returns a :class:`RopePlan`: one :class:`RopeLayer` per layer, each holding the
 float64 frequencies, the attention factor, the pair layout (and where it comes from), the rotated
-dimension, the axes and sections of multi-axis layers, the rope type, and whether the layer
-rotates at all. 1-D layers build their tables with :meth:`RopeLayer.cos_sin`.
+dimension, the axes and sections of multi-axis layers (:mod:`posenc._rope_axes`), the rope type,
+and whether the layer rotates at all. Every layer builds its tables with
+:meth:`RopeLayer.cos_sin`: :func:`posenc.rotary_cos_sin` for 1-D layers,
+:func:`posenc.multi_axis_cos_sin` with the layer's frequency matrix for multi-axis ones.
 
 The pair layout is not in configs: it is the convention of the model's ``apply_rotary_pos_emb``
 (or equivalent), recorded here per ``model_type`` (:data:`PAIRS_BY_MODEL`), with DeepSeek's
@@ -535,8 +537,14 @@ def _shape(
                 f"rope_type {rope_type!r} of a 2-D vision layer takes rope_theta only, got "
                 f"{', '.join(sorted(params))}"
             )
-        if AXES_BY_MODEL.get(model, ModelAxes()).whole_hidden:
-            head_dim = int(reading.top["hidden_size"])
+        if AXES_BY_MODEL.get(model, ModelAxes()).whole_hidden:  # before the heads split
+            hidden = reading.top.get("hidden_size")
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 4:
+                raise ValueError(
+                    f"{model} rotates its whole hidden state: the config must give "
+                    f"hidden_size, an integer >= 4, got {hidden!r}"
+                )
+            head_dim = hidden
         layout, note = axial_layout(model, head_dim)
         notes = (f"axes: {layout.source}",) + ((note,) if note else ())
         if rope_type != "axial":
