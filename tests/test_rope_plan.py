@@ -217,33 +217,6 @@ def test_deepseek_latent_attention_and_rope_interleave() -> None:
     assert rope_plan({**config, "model_type": "llama"}).layer().pairs == "half"
 
 
-def test_multi_axis_sections_are_data() -> None:
-    config = {
-        "model_type": "qwen3_vl_text",
-        "head_dim": 128,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5e6,
-            "mrope_section": [24, 20, 20],
-            "mrope_interleaved": True,
-        },
-    }
-    layer = rope_plan(config).layer()
-    assert layer.multi_axis
-    assert layer.axes == ("temporal", "height", "width")
-    assert layer.sections == (24, 20, 20)
-    assert layer.interleaved_sections
-    np.testing.assert_allclose(layer.frequencies, omega(128, 5e6), rtol=1e-15)
-    with pytest.raises(ValueError, match=r"is multi-axis .* sections \(24, 20, 20\)"):
-        layer.cos_sin(3)
-    v4 = {"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
-    assert rope_plan(v4).layer().sections == (16, 24, 24)
-    default = rope_plan({**config, "rope_parameters": {"rope_theta": 5e6}}).layer()
-    assert default.sections == (24, 20, 20)  # the model's own default
-    axial = {"head_dim": 64, "rope_parameters": {"rope_type": "axial", "rope_theta": 100.0}}
-    assert rope_plan(axial).layer().axes == ("height", "width")
-
-
 def test_composite_config_reads_the_text_config() -> None:
     composite = {"model_type": "qwen2_vl", "vision_config": {"depth": 2}, "text_config": LLAMA_V4}
     plan = rope_plan(composite)

@@ -64,6 +64,7 @@ __all__ = [
     "MultiAxisFrequencies",
     "multi_axis_cos_sin",
     "multi_axis_frequencies",
+    "multi_axis_positions",
 ]
 
 _F64 = npt.NDArray[np.float64]
@@ -269,7 +270,7 @@ def _check_frequency_matrix(frequencies: Any) -> MultiAxisFrequencies:
     return MultiAxisFrequencies(array, factors)
 
 
-def _multi_positions(positions: Any, n_axes: int) -> npt.NDArray[Any]:
+def multi_axis_positions(positions: Any, n_axes: int) -> npt.NDArray[Any]:
     """Checked positions of shape ``(..., n_axes)``: int64 or float64, within +-2**53."""
     if isinstance(positions, numbers.Number):
         raise TypeError(
@@ -405,7 +406,7 @@ def multi_axis_cos_sin(
     head_dim = check_int("head_dim", head_dim, minimum=2)
     request = _Request(sections, order, schedule, base, scaling, frequencies)
     n_axes = _count_axes(request)
-    pos = _multi_positions(positions, n_axes)
+    pos = multi_axis_positions(positions, n_axes)
     largest = float(np.max(pos)) if pos.size else None
     freqs, dim = _resolve(request, head_dim, rotary_dim, largest, seq_len)
     flat = pos.reshape(-1, n_axes)

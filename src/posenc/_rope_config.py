@@ -14,7 +14,10 @@ the ``config.json`` files written by 4.x:
 - rotated part: ``partial_rotary_factor`` (inside or at the top level), ``rotary_pct``
   (GPT-NeoX), ``rotary_dim`` (GPT-J, CodeGen: a number of channels), ``qk_rope_head_dim``
   (DeepSeek's multi-head latent attention: the rotated part of each query/key head).
-- head size: ``head_dim``, else ``hidden_size // num_attention_heads``; per layer,
+- head size: ``head_dim``, else ``hidden_size // num_attention_heads`` (``embed_dim`` and
+  ``num_heads`` in vision towers; SAM 2 video's memory attention:
+  ``memory_attention_hidden_size // (memory_attention_downsample_rate *
+  memory_attention_num_attention_heads)``); per layer,
   ``per_layer_config`` (``{layer index: {"head_dim": ...}}``) and ``global_head_dim`` (Gemma 4's
   full-attention layers).
 - layers: ``layer_types``, else derived from ``sliding_window_pattern`` (Gemma 3) or
@@ -22,7 +25,9 @@ the ``config.json`` files written by 4.x:
   layer rotates, 0: it does not; SmolLM3, Llama 4), ``no_rope_layer_interval``, a ``None``
   parameter set (a layer type without RoPE), a layer type that is not attention, and
   ``position_embedding_type`` other than ``"rotary"`` / ``"rope"`` (ESM, Granite hybrid).
-- composite models: the language model's ``text_config`` (also inside ``thinker_config``).
+- composite models: the language model's ``text_config`` (also inside ``thinker_config``); a
+  ``vision_config`` with RoPE settings of its own is named in the notes (its plan is
+  ``rope_plan(config.vision_config)``).
 """
 
 from __future__ import annotations
@@ -125,7 +130,7 @@ def _has_rope(config: Any) -> bool:
     return any(_get(config, k) is not None for k in _ROPE_KEYS)
 
 
-def _language_part(config: Any) -> tuple[dict[str, Any], str]:
+def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
     """The part of a composite config that holds the language model's RoPE settings."""
     if not isinstance(config, Mapping) and not hasattr(config, "__dict__"):
         raise TypeError(
@@ -133,9 +138,17 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str]:
             f"config.json, got {type(config).__name__}"
         )
     where = "config"
+    towers: list[str] = []
     for _ in range(3):
         if _has_rope(config):
             break
+        vision = _get(config, "vision_config")
+        if (
+            vision is not None
+            and not isinstance(vision, str | numbers.Number)
+            and _has_rope(vision)
+        ):
+            towers.append(f"{where}.vision_config")
         for name in ("text_config", "thinker_config"):
             sub = _get(config, name)
             if sub is not None and not isinstance(sub, str | numbers.Number):
@@ -148,7 +161,7 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str]:
             f"{where} has no RoPE settings: none of {', '.join(_ROPE_KEYS)} (nor a text_config "
             "with them); is it a rotary model?"
         )
-    return _as_dict(config), where
+    return _as_dict(config), where, towers
 
 
 def _int(where: str, name: str, value: Any, minimum: int = 1) -> int:
@@ -160,7 +173,17 @@ def _int(where: str, name: str, value: Any, minimum: int = 1) -> int:
 def _head_dim(d: dict[str, Any], where: str) -> int:
     if d.get("head_dim") is not None:
         return _int(where, "head_dim", d["head_dim"])
-    hidden = d.get("hidden_size", d.get("embed_dim"))  # vision configs: embed_dim, num_heads
+    memory = d.get("memory_attention_hidden_size")
+    if memory is not None:  # SAM 2 video: the memory attention's RoPE (axial)
+        rate = d.get("memory_attention_downsample_rate", 1)
+        heads = d.get("memory_attention_num_attention_heads")
+        return _int(where, "memory_attention_hidden_size", memory) // (
+            _int(where, "memory_attention_downsample_rate", rate)
+            * _int(where, "memory_attention_num_attention_heads", heads)
+        )
+    # vision towers: embed_dim first (Qwen2-VL's tower, whose hidden_size is the merger's)
+    name = "embed_dim" if d.get("embed_dim") is not None else "hidden_size"
+    hidden = d.get(name)
     heads = d.get("num_attention_heads", d.get("num_heads"))
     if hidden is None or heads is None:
         raise ValueError(
@@ -168,7 +191,7 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
             f"head_dim={d.get('head_dim')!r}, hidden_size={hidden!r}, "
             f"num_attention_heads={heads!r}"
         )
-    return _int(where, "hidden_size", hidden) // _int(where, "num_attention_heads", heads)
+    return _int(where, name, hidden) // _int(where, "num_attention_heads", heads)
 
 
 def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
@@ -259,7 +282,7 @@ def _head_dims(
 
 def read_config(config: Any) -> ConfigReading:
     """Read the RoPE settings of ``config`` (see the module docstring for the spellings)."""
-    d, where = _language_part(config)
+    d, where, towers = _language_part(config)
     head_dim = _head_dim(d, where)
     layer_types = _layer_types(d, where)
     count = len(layer_types) if layer_types is not None else d.get("num_hidden_layers")
@@ -290,4 +313,8 @@ def read_config(config: Any) -> ConfigReading:
             f"{where}.position_embedding_type = {d['position_embedding_type']!r}: the attention "
             "does not rotate (RoPE is 'rotary' or 'rope')"
         )
+    reading.notes += [
+        f"{tower} has RoPE settings of its own: its plan is posenc.rope_plan({tower})"
+        for tower in towers
+    ]
     return reading

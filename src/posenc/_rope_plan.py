@@ -3,8 +3,10 @@
 :func:`rope_plan` reads any Hugging Face config (see :mod:`posenc._rope_config` for the
 spellings) and returns a :class:`RopePlan`: one :class:`RopeLayer` per layer, each holding the
 float64 frequencies, the attention factor, the pair layout (and where it comes from), the rotated
-dimension, the axes and sections of multi-axis layers, the rope type, and whether the layer
-rotates at all. 1-D layers build their tables with :meth:`RopeLayer.cos_sin`.
+dimension, the axes and sections of multi-axis layers (:mod:`posenc._rope_axes`), the rope type,
+and whether the layer rotates at all. Every layer builds its tables with
+:meth:`RopeLayer.cos_sin`: :func:`posenc.rotary_cos_sin` for 1-D layers,
+:func:`posenc.multi_axis_cos_sin` with the layer's frequency matrix for multi-axis ones.
 
 The pair layout is not in configs: it is the convention of the model's ``apply_rotary_pos_emb``
 (or equivalent), recorded here per ``model_type`` (:data:`PAIRS_BY_MODEL`), with DeepSeek's
@@ -23,10 +25,24 @@ import numpy as np
 import numpy.typing as npt
 
 from ._features import PairLayout
-from ._frequencies import paper_schedule
+from ._multi_axis import (
+    AxisSchedule,
+    MultiAxisFrequencies,
+    multi_axis_cos_sin,
+    multi_axis_positions,
+)
+from ._rope_axes import (
+    AXES_BY_MODEL,
+    AxisLayout,
+    ModelAxes,
+    axial_layout,
+    layout_frequencies,
+    mrope_layout,
+    text_layout,
+)
 from ._rope_config import FLAT, NOT_ATTENTION, ConfigReading, read_config
 from ._rope_scaling import INERT_KEYS, RopeScaling, rope_frequencies, rope_scaling
-from ._rotary import resolve_rotary_dim, rotary_cos_sin
+from ._rotary import default_seq_len, resolve_rotary_dim, rotary_cos_sin
 
 __all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan"]
 
@@ -62,6 +78,20 @@ PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
                 ("pe_audio_video_encoder", "pe_audio_video"),
                 ("openai_privacy_filter", "openai_privacy_filter"),  # x[..., ::2], x[..., 1::2]
                 ("ernie4_5_vl_moe_text", "ernie4_5_vl_moe"),
+                ("glm4v_text", "glm4v"),  # rotate_half_llm pairs 2k, 2k+1
+                ("glm_ocr_text", "glm_ocr"),
+                ("efficientloftr", "efficientloftr"),  # Cohere's rotate_half
+            ]
+        },
+        **{  # vision towers whose rotate_pairwise pairs 2k, 2k+1
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.{f}")
+            for t, m, f in [
+                ("inkling2_vision", "inkling2", "apply_rotary_pos_emb_vision"),
+                ("sam2_video", "sam2_video", "apply_rotary_pos_emb_2d"),
+                ("sam3_tracker_video", "sam3_tracker_video", "apply_rotary_pos_emb_2d"),
+                ("sam3_vit_model", "sam3", "apply_rotary_pos_emb_2d"),
+                ("edgetam_video", "edgetam_video", "apply_rotary_pos_emb_2d_self_attn"),
+                ("llama4_vision_model", "llama4", "vision_apply_rotary_emb"),  # complex pairs
             ]
         },
         **{
@@ -98,45 +128,22 @@ _MODEL_NOTES = {
     "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
     "deepseek_v32": "its indexer rotates its own keys with half pairs",
     "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
+    "mlcd_vision_model": "MLCDVisionModel prepends the class token's cos/sin, made from a "
+    "learned parameter (class_pos_emb), to the patches' tables",
+    "gemma4_vision": "rotates each axis's block of channels with its own rotate_half "
+    "(apply_multidimensional_rope): pairs (i, i + head_dim/4) inside each half of the head, "
+    "which neither 'half' nor 'interleaved' describes",
+    "hunyuan_vl_text": "splits the doubled table [θ, θ] by sections: the two channels of a "
+    "rotate_half pair turn with different axes (no one angle per pair)",
+    "ernie4_5_vl_moe_text": "height and width take turns over the first sections[0] + "
+    "sections[1] pairs and time takes the last sections[2] (Ernie4_5_VLMoeTextRotaryEmbedding), "
+    "a layout neither 'sectioned' nor 'interleaved' describes",
 }
-
-_AXES = {2: ("height", "width"), 3: ("temporal", "height", "width")}
 
 # Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
 # files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
 # whole head in transformers.
 _ROTARY_DIM_MODELS = frozenset({"gptj", "codegen", "minimax_m2"})
-
-# Text models whose rotary module always takes one position per axis (M-RoPE), with the sections
-# and layout it uses when the config gives no mrope_section: model_type -> (sections, interleaved).
-# None for the sections: two axes that take turns pair by pair over the whole head.
-_MULTI_AXIS_MODELS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxyType(
-    {
-        **dict.fromkeys(
-            ["qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "paddleocr_vl_text"],
-            ((16, 24, 24), False),
-        ),
-        **dict.fromkeys(
-            [
-                "qwen3_vl_text",
-                "qwen3_vl_moe_text",
-                "qwen3_omni_moe_text",
-                "cosmos3_edge_text",
-                "cohere_compass_text",
-            ],
-            ((24, 20, 20), True),
-        ),
-        **dict.fromkeys(
-            ["qwen3_5_text", "qwen3_5_moe_text", "qwen4_exp_text"], ((11, 11, 10), True)
-        ),
-        **dict.fromkeys(
-            ["glm4v_text", "glm_ocr_text", "glm4v_moe_text", "glm_image_text"],
-            ((8, 12, 12), False),
-        ),
-        "ernie4_5_vl_moe_text": ((22, 22, 20), True),
-        "neomme": (None, True),
-    }
-)
 
 
 def _pairs(reading: ConfigReading) -> tuple[PairLayout, str]:
@@ -175,13 +182,24 @@ class RopeLayer:
         attention_factor: the number the table is multiplied by (YaRN, LongRoPE; else 1).
         pairs: ``"half"`` or ``"interleaved"``: how the model's attention pairs channels.
         pairs_source: the function of the model that decides :attr:`pairs`.
-        axes: the position axes of a multi-axis layer (``("temporal", "height", "width")``);
-            ``()`` for 1-D RoPE.
-        sections: pairs per axis (``mrope_section``), ``()`` for 1-D RoPE.
+        axes: the coordinates of a multi-axis layer, in the order the model passes them
+            (``("temporal", "height", "width")``, ``("height", "width")``); ``()`` for 1-D RoPE.
+        sections: pairs per axis (``mrope_section``), in the order of :attr:`axes`; ``()``
+            for 1-D RoPE.
         interleaved_sections: the axes take turns pair by pair (``mrope_interleaved``) instead
             of one contiguous block each.
+        schedule: multi-axis layers: ``"shared"`` (one RoPE schedule over all pairs, M-RoPE),
+            ``"dealt"`` (Pixtral) or ``"per_axis"`` (each axis its own schedule, vision
+            towers); None for 1-D RoPE. See :func:`posenc.multi_axis_frequencies`.
+        slot_order: multi-axis layers: the axes (indices into :attr:`axes`) in the order they
+            take pair slots (``(1, 0)``: the width pairs first).
+        unsupported: why posenc builds no tables for this layer (a pair layout or an axis
+            layout that no table describes); ``""`` when it does.
         inert: ``(key, value)`` pairs the config gives that leave the tables unchanged.
         notes: what else the config or the model does with positions, in words.
+
+    For multi-axis layers, :attr:`frequencies` holds the frequency of each pair (whatever axis
+    it turns with) and :meth:`axis_frequencies` the matrix ``(n_axes, n_pairs)``.
     """
 
     layer_type: str
@@ -197,6 +215,9 @@ class RopeLayer:
     axes: tuple[str, ...] = ()
     sections: tuple[int, ...] = ()
     interleaved_sections: bool = False
+    schedule: AxisSchedule | None = None
+    slot_order: tuple[int, ...] = ()
+    unsupported: str = ""
     inert: tuple[tuple[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
     frequencies: _F64 = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
@@ -206,19 +227,66 @@ class RopeLayer:
         """True when tokens have several position coordinates (M-RoPE, 2-D vision RoPE)."""
         return len(self.axes) > 1
 
+    @property
+    def _layout(self) -> AxisLayout:
+        return AxisLayout(
+            axes=self.axes,
+            sections=self.sections,
+            order="interleaved" if self.interleaved_sections else "sectioned",
+            schedule=self.schedule or "shared",
+            slot_order=self.slot_order or tuple(range(len(self.axes))),
+            source="",
+        )
+
+    def axis_frequencies(self, seq_len: int | None = None) -> MultiAxisFrequencies:
+        """The frequency matrix of a multi-axis layer: :class:`posenc.MultiAxisFrequencies`,
+        ``frequencies`` float64 ``(len(axes), rotary_dim/2)`` with rows in the order of
+        :attr:`axes`, and ``attention`` ``(rotary_dim/2,)``. ``seq_len`` as in
+        :meth:`frequencies_at`."""
+        self._check("axis_frequencies")
+        if not self.multi_axis:
+            raise ValueError(
+                f"layer type {self.layer_type!r} has one position axis: use frequencies_at "
+                "(axis_frequencies describes multi-axis layers)"
+            )
+        return layout_frequencies(self._layout, self.base or 0.0, self.scaling, seq_len)
+
     def frequencies_at(self, seq_len: int | None) -> tuple[_F64, float]:
         """``(omega, attention_factor)`` for a sequence of ``seq_len`` positions (``dynamic``
-        and ``longrope`` depend on it; other types return :attr:`frequencies`)."""
-        self._check_1d("frequencies_at")
+        and ``longrope`` depend on it; other types return :attr:`frequencies`). For a
+        multi-axis layer, ``omega`` holds the frequency of each pair."""
+        self._check("frequencies_at")
+        if self.multi_axis:
+            matrix, attention = self.axis_frequencies(seq_len)
+            return np.abs(matrix).max(axis=0), float(attention.max())
         dim = self.rotary_dim
         return rope_frequencies(dim, base=self.base or 0.0, scaling=self.scaling, seq_len=seq_len)
 
     def cos_sin(
         self, positions: Any, *, dtype: Any = np.float32, seq_len: int | None = None
     ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-        """The layer's cos/sin tables, laid out for :attr:`pairs`: :func:`posenc.rotary_cos_sin`
-        with this layer's settings. ``(*S, rotary_dim)`` each for positions of shape ``S``."""
-        self._check_1d("cos_sin")
+        """The layer's cos/sin tables, laid out for :attr:`pairs`, ``(*S, rotary_dim)`` each.
+
+        1-D layers: :func:`posenc.rotary_cos_sin` with this layer's settings, for positions of
+        shape ``S``. Multi-axis layers: :func:`posenc.multi_axis_cos_sin` with the matrix of
+        :meth:`axis_frequencies`, for positions of shape ``(*S, len(axes))``, one coordinate
+        per axis in the order of :attr:`axes` (Hugging Face's M-RoPE ``position_ids``
+        ``(3, b, s)``: pass ``np.moveaxis(position_ids, 0, -1)``). ``seq_len`` (``dynamic``,
+        ``longrope``) defaults to the largest position + 1, as Hugging Face does.
+        """
+        self._check("cos_sin")
+        if self.multi_axis:
+            if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
+                checked = multi_axis_positions(positions, len(self.axes))
+                seq_len = default_seq_len(float(checked.max()) if checked.size else None)
+            return multi_axis_cos_sin(
+                positions,
+                self.head_dim,
+                frequencies=self.axis_frequencies(seq_len),
+                rotary_dim=self.rotary_dim,
+                pairs=self.pairs,
+                dtype=dtype,
+            )
         return rotary_cos_sin(
             positions,
             self.head_dim,
@@ -234,16 +302,16 @@ class RopeLayer:
     def _keeps_head_dim(self) -> bool:
         return self.scaling is not None and self.scaling.record.keeps_head_dim
 
-    def _check_1d(self, what: str) -> None:
+    def _check(self, what: str) -> None:
         if not self.uses_positions:
             raise ValueError(
                 f"layer type {self.layer_type!r} does not rotate (uses_positions is False): "
-                f"it has no {what.replace('_', '/')}"
+                f"it has no {what.replace('_', ' ')}"
             )
-        if self.multi_axis or self.rope_type == "axial":
+        if self.unsupported:
             raise ValueError(
-                f"layer type {self.layer_type!r} is multi-axis (axes {', '.join(self.axes)}; "
-                f"sections {self.sections}): {what} builds 1-D RoPE only"
+                f"layer type {self.layer_type!r}: posenc builds no {what.replace('_', ' ')} "
+                f"for it: {self.unsupported}"
             )
 
     def __repr__(self) -> str:
@@ -261,6 +329,14 @@ class RopeLayer:
             parts.append(f"attention_factor={self.attention_factor!r}")
         if self.axes:
             parts.append(f"axes={self.axes!r}, sections={self.sections!r}")
+            if self.interleaved_sections:
+                parts.append("interleaved_sections=True")
+            if self.schedule != "shared":
+                parts.append(f"schedule={self.schedule!r}")
+            if self.slot_order != tuple(range(len(self.axes))):
+                parts.append(f"slot_order={self.slot_order!r}")
+        if self.unsupported:
+            parts.append("unsupported=...")
         if self.inert:
             parts.append(f"inert={dict(self.inert)!r}")
         return f"RopeLayer({', '.join(parts)})"
@@ -349,28 +425,6 @@ def _base(reading: ConfigReading, params: dict[str, Any]) -> tuple[float, tuple[
     return theta, ()
 
 
-def _multi_axis(
-    reading: ConfigReading, params: dict[str, Any], rope_type: str
-) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
-    section = params.pop("mrope_section", None)
-    legacy = params.pop("xdrope_section", None)  # HunYuan VL's older name
-    section = section if section is not None else legacy
-    if section is None:
-        section = reading.top.get("mrope_section")
-    interleaved = params.pop("mrope_interleaved", reading.top.get("mrope_interleaved"))
-    default = _MULTI_AXIS_MODELS.get(reading.model_type or "")
-    if section is None and default is not None:
-        if default[0] is None:  # two axes taking turns pair by pair
-            return ("height", "width"), (), True
-        section = default[0]
-        interleaved = default[1] if interleaved is None else interleaved
-    if section is None:
-        return (("temporal", "height", "width") if rope_type == "mrope" else ()), (), False
-    sections = tuple(int(s) for s in section)
-    names = _AXES.get(len(sections), tuple(f"axis{i}" for i in range(len(sections))))
-    return names, sections, bool(interleaved)
-
-
 def _rotary_dims(
     reading: ConfigReading, head_dim: int, spec: RopeScaling | None, partial: Any
 ) -> tuple[int, int]:
@@ -409,12 +463,19 @@ def _rope_type(params: dict[str, Any], where: str) -> str:
     return str(rope_type or old or "default")
 
 
+# Layers whose tables posenc does not build: the reason is their note in _MODEL_NOTES.
+_UNSUPPORTED = frozenset({"gemma4_vision", "hunyuan_vl_text", "ernie4_5_vl_moe_text"})
+
+
 def _kind(
     reading: ConfigReading, label: str, raw: dict[str, Any], head_dim: int, where: str
 ) -> RopeLayer:
     params = dict(raw)
     rope_type = _rope_type(params, where)
-    axes, sections, interleaved = _multi_axis(reading, params, rope_type)
+    try:
+        mrope = mrope_layout(reading.model_type, params, reading.top, rope_type)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     rope_type = {"mrope": "default", "xdrope": "dynamic"}.get(rope_type, rope_type)
     base, notes = _base(reading, params)
     partial = params.pop("partial_rotary_factor", None)
@@ -422,22 +483,21 @@ def _kind(
         partial = reading.top.get(name) if partial is None else partial
     inert = tuple((k, params.pop(k)) for k in list(params) if k in INERT_KEYS)
     notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
-    if rope_type == "axial":
-        return _axial(label, base, head_dim, _pairs(reading), notes)
-    spec = None
     try:
-        if rope_type != "default" or params:  # plain RoPE needs no scaling (nor the length)
-            _original_length(reading, rope_type, params)
-            spec = rope_scaling({"rope_type": rope_type, **params})
-            if spec is not None and spec.record.keeps_head_dim and partial is not None:
-                spec = RopeScaling(spec.rope_type, **spec.params, partial_rotary_factor=partial)
-        head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
-        omega, attention = rope_frequencies(rotary_dim, base=base, scaling=spec)
+        spec, head_dim, rotary_dim, layout, more = _shape(
+            reading, rope_type, params, partial, head_dim, mrope
+        )
+        if layout is None:
+            omega, attention = rope_frequencies(rotary_dim, base=base, scaling=spec)
+        else:
+            matrix, factors = layout_frequencies(layout, base, spec)
+            omega, attention = np.abs(matrix).max(axis=0), float(factors.max())
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{where}: {exc}") from None
     _read_only(omega)  # shared by every layer of the kind
     pairs = _pairs(reading)
-    model_note = _MODEL_NOTES.get(reading.model_type or "")
+    model = reading.model_type or ""
+    model_note = _MODEL_NOTES.get(model)
     return RopeLayer(
         layer_type=label,
         uses_positions=True,
@@ -449,39 +509,69 @@ def _kind(
         attention_factor=float(attention),
         pairs=pairs[0],
         pairs_source=pairs[1],
-        axes=axes,
-        sections=sections,
-        interleaved_sections=interleaved,
+        axes=() if layout is None else layout.axes,
+        sections=() if layout is None else layout.sections,
+        interleaved_sections=layout is not None and layout.order == "interleaved",
+        schedule=None if layout is None else layout.schedule,
+        slot_order=() if layout is None else layout.slot_order,
+        unsupported=model_note if model in _UNSUPPORTED and model_note else "",
         inert=inert,
-        notes=notes + ((model_note,) if model_note else ()),
+        notes=notes + more + ((model_note,) if model_note else ()),
         frequencies=omega,
     )
 
 
-def _axial(
-    label: str, base: float, head_dim: int, pairs: tuple[PairLayout, str], notes: tuple[str, ...]
-) -> RopeLayer:
-    """2-D vision RoPE: half the pairs follow the row, half the column."""
-    quarter = head_dim // 4
-    return RopeLayer(
-        layer_type=label,
-        uses_positions=True,
-        rope_type="axial",
-        base=float(base),
-        scaling=None,
-        head_dim=head_dim,
-        rotary_dim=4 * quarter,
-        attention_factor=1.0,
-        pairs=pairs[0],
-        pairs_source=pairs[1],
-        axes=("height", "width"),
-        sections=(quarter, quarter),
-        notes=(
-            *notes,
-            "axial: each axis turns at base^(-2k/(head_dim/2)) (transformers' "
-            "compute_axial_rope_parameters); models order the two axes' pairs differently",
-        ),
-        frequencies=_read_only(paper_schedule(2 * quarter, float(base))[:quarter]),
+def _shape(
+    reading: ConfigReading,
+    rope_type: str,
+    params: dict[str, Any],
+    partial: Any,
+    head_dim: int,
+    mrope: tuple[tuple[int, ...] | None, bool, str] | None,
+) -> tuple[RopeScaling | None, int, int, AxisLayout | None, tuple[str, ...]]:
+    """``(scaling, head_dim, rotary_dim, axis layout or None, notes)`` of a rotating layer."""
+    model = reading.model_type or ""
+    if rope_type == "axial" or model in AXES_BY_MODEL:  # 2-D (3-D) vision RoPE
+        if params:
+            raise ValueError(
+                f"rope_type {rope_type!r} of a 2-D vision layer takes rope_theta only, got "
+                f"{', '.join(sorted(params))}"
+            )
+        if AXES_BY_MODEL.get(model, ModelAxes()).whole_hidden:  # before the heads split
+            hidden = reading.top.get("hidden_size")
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 4:
+                raise ValueError(
+                    f"{model} rotates its whole hidden state: the config must give "
+                    f"hidden_size, an integer >= 4, got {hidden!r}"
+                )
+            head_dim = hidden
+        layout, note = axial_layout(model, head_dim)
+        notes = (f"axes: {layout.source}",) + ((note,) if note else ())
+        if rope_type != "axial":
+            notes += (f"the config says rope_type {rope_type!r}; the rotary class is 2-D",)
+        return None, head_dim, 2 * sum(layout.sections), layout, notes
+    spec = None
+    if rope_type != "default" or params:  # plain RoPE needs no scaling (nor the length)
+        _original_length(reading, rope_type, params)
+        spec = rope_scaling({"rope_type": rope_type, **params})
+        if spec is not None and spec.record.keeps_head_dim and partial is not None:
+            spec = RopeScaling(spec.rope_type, **spec.params, partial_rotary_factor=partial)
+    head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
+    if mrope is None:
+        return spec, head_dim, rotary_dim, None, ()
+    layout, note = text_layout(*mrope, rotary_dim // 2)
+    if 2 * sum(layout.sections) != rotary_dim:
+        raise ValueError(
+            f"{mrope[2]} = {list(layout.sections)} gives {sum(layout.sections)} rotary pairs, "
+            f"but {rotary_dim} channels rotate (head_dim {head_dim}): they must give "
+            f"{rotary_dim // 2}"
+        )
+    return (
+        spec,
+        head_dim,
+        rotary_dim,
+        layout,
+        (f"axes: {layout.source}",) + ((note,) if note else ()),
     )
 
 

@@ -27,13 +27,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     total = harness.TOTAL or len(outcomes)
     reproduced = sum(o.reproduced for o in outcomes.values())
     missing = {d: o.reason for d, o in sorted(outcomes.items()) if not o.reproduced}
-    multi_axis = sum(reason == "multi-axis" for reason in missing.values())
     checked = "" if len(outcomes) == total else f" ({len(outcomes)} checked in this run)"
     terminalreporter.section("RoPE coverage")
     terminalreporter.write_line(
         f"RoPE coverage: {reproduced}/{total} transformers model directories with a rotary "
-        f"class reproduced by posenc.rope_plan{checked}; not reproduced: {len(missing)} "
-        f"({multi_axis} multi-axis)"
+        f"class reproduced by posenc.rope_plan{checked} ({100 * reproduced / total:.1f}%); "
+        f"not reproduced: {len(missing)}"
     )
     for directory, reason in missing.items():
         terminalreporter.write_line(f"  {directory}: {reason}")

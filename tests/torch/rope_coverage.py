@@ -13,8 +13,10 @@ type of the plan
    module's ``apply_rotary_pos_emb``) applied with the class's tables gives the same attention
    scores ``q·k`` as ``posenc.apply_rotary`` with the plan's pair layout.
 
-Multi-axis layers (M-RoPE, 2-D vision RoPE) count as not reproduced ("multi-axis"); classes or
-configs that cannot be built here stay in the denominator with the reason.
+Multi-axis layers (M-RoPE, 2-D vision RoPE) are checked the same way with the coordinates their
+models pass them (:mod:`tests.torch.rope_coverage_axes`). Classes or configs that cannot be
+built here, and layers whose layout the plan marks ``unsupported``, stay in the denominator
+with the reason.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import numpy as np
 import torch
 
 import posenc
+from tests.torch import rope_coverage_axes as axes
+from tests.torch.rope_coverage_axes import short
 
 #: Config overrides by config class (keyword arguments), harness only: they switch on the RoPE a
 #: model's real checkpoints use where the class default does not, or fix a class default that
@@ -74,6 +78,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "Qwen3OmniMoeCode2WavConfig": {"head_dim": 64},
     # Bamba's default has no attention layer; its checkpoints have some.
     "BambaConfig": {"num_hidden_layers": 4, "attn_layer_indices": [1, 3]},
+    # GLM-4.1V and GLM-Image checkpoints rotate half of each head (the class default rotates
+    # all of it, which its mrope_section [8, 12, 12] cannot split).
+    "Glm4vTextConfig": {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+    "GlmImageTextConfig": {
+        "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}
+    },
+    # The class default has no rope parameters for its layer types (the class cannot be built).
+    "CohereCompassTextConfig": {
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 50000.0},
+        },
+    },
     # HunYuan-VL checkpoints give their four position axes' sections (xdrope_section).
     "HunYuanVLTextConfig": {
         "head_dim": 128,
@@ -96,10 +112,37 @@ CONFIG_FOR: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: Models whose rotary class returns the interleaved table ([θ0, θ0, θ1, θ1, ...]); every other
-#: class returns the half table ([θ0 .. θn-1, θ0 .. θn-1]) or one angle per pair, whatever its
-#: attention does with it (some re-pair it into interleaved pairs: compare_rotation checks that).
-INTERLEAVED_TABLE = frozenset({"cohere", "cohere2", "cohere2_moe", "blt"})
+#: Rotary classes that take no position ids, and what their angles are made of instead.
+NO_POSITIONS = {
+    "EsmFold2RotaryEmbedding": ": its angles turn with 3-D atom coordinates and a per-atom id, "
+    "at frequencies from keys of its atom config (num_spatial_rope_pairs_per_axis, "
+    "spatial_rope_base_frequency, num_uid_rope_pairs, uid_rope_base_frequency) that no rope "
+    "plan reads",
+    "MusicFlamingoRotaryEmbedding": ": its angles are products of audio timestamps (seconds) and "
+    "window or frame positions, not a coordinate times a frequency",
+}
+
+#: Models (directories, or rotary classes) whose rotary class returns the interleaved table
+#: ([θ0, θ0, θ1, θ1, ...]); every other class returns the half table ([θ0 .. θn-1, θ0 .. θn-1])
+#: or one angle per pair, whatever its attention does with it (some re-pair it into interleaved
+#: pairs: compare_rotation checks that).
+INTERLEAVED_TABLE = frozenset(
+    {
+        "cohere",
+        "cohere2",
+        "cohere2_moe",
+        "blt",
+        "Glm4vTextRotaryEmbedding",
+        "GlmOcrTextRotaryEmbedding",
+        "Inkling2VisionRotaryEmbedding",
+        "Sam2VideoVisionRotaryEmbedding",
+        "Sam3TrackerVideoVisionRotaryEmbedding",
+        "Sam3ViTRotaryEmbedding",
+        "EdgeTamVideoVisionRotaryEmbedding",
+        "Ernie4_5_VLMoeTextRotaryEmbedding",
+        "EfficientLoFTRRotaryEmbedding",
+    }
+)
 
 #: What the tests found, by directory (read by the terminal summary in conftest.py), and how
 #: many directories there are.
@@ -146,11 +189,6 @@ def directories() -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def _short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
-    return text if len(text) <= 140 else text[:137] + "..."
-
-
 def _config_class(module: Any, cls: type) -> type | None:
     params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     if not params:
@@ -159,19 +197,6 @@ def _config_class(module: Any, cls: type) -> type | None:
     if isinstance(annotation, str):
         annotation = getattr(module, annotation.strip("'\""), None)
     return annotation if isinstance(annotation, type) else None
-
-
-def _per_pair(table: torch.Tensor, layout: str, n: int) -> list[np.ndarray]:
-    """The ``n`` per-pair columns of a table (each copy, for a table that holds two)."""
-    values = table.detach().to(torch.float64).numpy()
-    width = values.shape[-1]
-    if width == n:
-        return [values]
-    if width != 2 * n:
-        raise AssertionError(f"table has {width} channels, the plan {2 * n}")
-    if layout == "half":
-        return [values[..., :n], values[..., n:]]
-    return [values[..., 0::2], values[..., 1::2]]
 
 
 def _hf_tables(module: Any, label: str | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,26 +211,12 @@ def _hf_tables(module: Any, label: str | None) -> tuple[torch.Tensor, torch.Tens
 
 def compare_tables(layer: Any, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> str | None:
     """None when the class's tables equal the plan's within the tolerance, else why not."""
-    n = layer.rotary_dim // 2
     seq_len = int(POSITIONS.max()) + 1
     omega, attention = layer.frequencies_at(seq_len)
-    ours_cos, ours_sin = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
+    ours = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
     p = POSITIONS.numpy().astype(np.float64)[..., None]
     tolerance = (2e-6 + 1e-6 * np.abs(p) * omega) * max(attention, 1.0)
-    for name, theirs, ours in (("cos", cos, ours_cos), ("sin", sin, ours_sin)):
-        if theirs.shape[:-1] != ours.shape[:-1]:
-            return f"{name} has shape {tuple(theirs.shape)}, the plan's {ours.shape}"
-        try:
-            copies = _per_pair(theirs, layout, n)
-        except AssertionError as exc:
-            return str(exc)
-        expected = _per_pair(torch.from_numpy(ours), layer.pairs, n)[0]
-        for copy in copies:
-            error = np.abs(copy - expected) - tolerance
-            if not (error <= 0).all():
-                worst = float(np.nanmax(np.abs(copy - expected)))
-                return f"{name} differs by {worst:.3g} (tolerance {float(tolerance.max()):.3g})"
-    return None
+    return axes.compare_copies(layer, (cos, sin), ours, tolerance, layout)
 
 
 def _rotate_theirs(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: Any, sin: Any) -> Any:
@@ -233,7 +244,7 @@ def compare_rotation(layer: Any, fn: Any, cos: torch.Tensor, sin: torch.Tensor) 
     try:
         q_theirs, k_theirs = _rotate_theirs(fn, q, k, cos, sin)
     except Exception as exc:
-        return f"rotation {getattr(fn, '__qualname__', fn)} failed: {_short(exc)}"
+        return f"rotation {getattr(fn, '__qualname__', fn)} failed: {short(exc)}"
     ours_cos, ours_sin = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
     ours = [
         posenc.apply_rotary(t[:, 0].astype(np.float64), ours_cos, ours_sin, pairs=layer.pairs)
@@ -246,15 +257,6 @@ def compare_rotation(layer: Any, fn: Any, cos: torch.Tensor, sin: torch.Tensor) 
     if not worst <= 1e-3 * math.sqrt(width):
         return f"pairs {layer.pairs!r}: q·k differs from {fn.__qualname__}'s by {worst:.3g}"
     return None
-
-
-def _rotation_function(layer: Any, module: Any) -> Any:
-    source = layer.pairs_source
-    if source.startswith("transformers."):
-        owner, _, name = source.rpartition(".")
-        function = getattr(importlib.import_module(owner), name)
-        return function
-    return getattr(module, "apply_rotary_pos_emb", None)
 
 
 def _has_rope(config: Any) -> bool:
@@ -294,7 +296,7 @@ def _check_class(outcome: Outcome, module_name: str, class_name: str) -> None:
         cls = getattr(module, class_name)
         configs = _configs(module, cls)
     except Exception as exc:
-        outcome.fail(f"{class_name}: cannot build its config: {_short(exc)}")
+        outcome.fail(f"{class_name}: cannot build its config: {short(exc)}")
         return
     for config in configs:
         _check_config(outcome, class_name, module, cls, config)
@@ -302,28 +304,23 @@ def _check_class(outcome: Outcome, module_name: str, class_name: str) -> None:
 
 def _check_config(outcome: Outcome, class_name: str, module: Any, cls: type, config: Any) -> None:
     forward = list(inspect.signature(cls.forward).parameters)[1:]
-    if forward[:2] != ["x", "position_ids"]:
-        outcome.fail(f"{class_name}: forward({', '.join(forward)}) takes no 1-D position ids")
+    grid = axes.GRID_CALLS.get(class_name)
+    if forward[:2] != ["x", "position_ids"] and grid is None:
+        why = NO_POSITIONS.get(class_name, "")
+        outcome.fail(f"{class_name}: forward({', '.join(forward)}) takes no position ids{why}")
         return
     try:
         plan = posenc.rope_plan(config)
     except (TypeError, ValueError) as exc:
-        parameters = getattr(config, "rope_parameters", None) or {}
-        if parameters.get("rope_type") == "axial":
-            outcome.fail("multi-axis")
-        else:
-            outcome.fail(f"{class_name}: plan: {_short(exc)}")
+        outcome.fail(f"{class_name}: plan: {short(exc)}")
         return
     for name in plan.source.split(".")[1:-1]:  # the sub-config the plan read (text_config)
         config = getattr(config, name)
     rotating = {k: v for k, v in plan.kinds.items() if v.uses_positions}
-    if any(v.multi_axis or v.rope_type == "axial" for v in rotating.values()):
-        outcome.fail("multi-axis")
-        return
     try:
         rotary = cls(config)
     except Exception as exc:
-        outcome.fail(f"{class_name}: cannot build it: {_short(exc)}")
+        outcome.fail(f"{class_name}: cannot build it: {short(exc)}")
         return
     if not rotating:
         outcome.fail(f"{class_name}: the plan has no rotating layer")
@@ -334,7 +331,65 @@ def _check_config(outcome: Outcome, class_name: str, module: Any, cls: type, con
             if label in used:
                 outcome.fail(f"{class_name}[{label}]: the class has no table for it")
             continue  # a layer type of the rope parameters that no layer uses
-        _check_layer(outcome, class_name, module, rotary, layer, label if typed else None)
+        where = (class_name, module, rotary, config)
+        if layer.multi_axis:
+            _check_axes(outcome, where, layer, label if typed else None)
+        else:
+            _check_layer(outcome, class_name, module, rotary, layer, label if typed else None)
+
+
+def _axes_tables(
+    outcome: Outcome, where: tuple[str, Any, Any, Any], layer: Any, label: str | None
+) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """The coordinates (..., n_axes) the model passes the class, and the class's tables."""
+    class_name, module, rotary, config = where
+    if class_name in axes.GRID_CALLS:
+        with torch.no_grad():
+            return axes.GRID_CALLS[class_name](rotary, config)
+    n_axes = len(layer.axes)
+    if layer.schedule == "shared":  # M-RoPE text: (n_axes, b, s) ids
+        ids = axes.text_positions(module, n_axes)
+        positions = np.moveaxis(ids.numpy(), 0, -1)
+    else:  # vision towers: (N, n_axes) patch coordinates
+        ids = axes.vision_positions(outcome.directory, module, config, n_axes)
+        positions = ids.numpy()
+    x = torch.zeros(1, dtype=torch.float32)
+    with torch.no_grad():
+        out = rotary(x, ids) if label is None else rotary(x, ids, label)
+    cos, sin = out
+    return positions, cos, sin
+
+
+def _check_axes(
+    outcome: Outcome, where: tuple[str, Any, Any, Any], layer: Any, label: str | None
+) -> None:
+    """A multi-axis layer: the class's tables for the model's coordinates, and its rotation."""
+    class_name, module = where[:2]
+    name = f"{class_name}[{label or layer.layer_type}]"
+    if layer.unsupported:
+        outcome.fail(f"{name}: {layer.unsupported}")
+        return
+    try:
+        positions, cos, sin = _axes_tables(outcome, where, layer, label)
+    except Exception as exc:
+        outcome.fail(f"{name}: forward failed: {short(exc)}")
+        return
+    layout = _table_layout(outcome, class_name)
+    problem = axes.compare_tables(layer, positions, cos, sin, layout)
+    if problem is None:
+        fn = axes.rotation_function(layer, module, vision=layer.schedule != "shared")
+        if fn is None:
+            problem = "no rotation function to check the pairs with"
+        else:
+            problem = axes.compare_rotation(layer, fn, cos, sin, positions)
+    if problem is not None:
+        outcome.fail(f"{name}: {problem}")
+
+
+def _table_layout(outcome: Outcome, class_name: str) -> str:
+    """How the class lays out its table: ``"interleaved"`` or ``"half"``."""
+    listed = outcome.directory in INTERLEAVED_TABLE or class_name in INTERLEAVED_TABLE
+    return "interleaved" if listed else "half"
 
 
 def _check_layer(
@@ -343,12 +398,11 @@ def _check_layer(
     try:
         cos, sin = _hf_tables(rotary, label)
     except Exception as exc:
-        outcome.fail(f"{class_name}[{label or layer.layer_type}]: forward failed: {_short(exc)}")
+        outcome.fail(f"{class_name}[{label or layer.layer_type}]: forward failed: {short(exc)}")
         return
-    layout = "interleaved" if outcome.directory in INTERLEAVED_TABLE else "half"
-    problem = compare_tables(layer, cos, sin, layout)
+    problem = compare_tables(layer, cos, sin, _table_layout(outcome, class_name))
     if problem is None:
-        fn = _rotation_function(layer, module)
+        fn = axes.rotation_function(layer, module, vision=False)
         if fn is None:
             problem = "no apply_rotary_pos_emb to check the pairs with"
         else:

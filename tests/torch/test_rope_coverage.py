@@ -12,70 +12,29 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from tests.torch import rope_coverage  # noqa: E402
+from tests.torch import rope_coverage, rope_coverage_axes  # noqa: E402
 
 #: The transformers release the table below describes (requirements-dev.txt pins it).
 PINNED = "5.23.0"
 MODEL_DIRECTORIES = 193
 
-_MULTI_AXIS = [
-    "cohere_compass",
-    "cosmos3_edge",
-    "dots3_note",
-    "edgetam_video",
-    "ernie4_5_vl_moe",
-    "exaone4_5",
-    "gemma4",
-    "glm4v",
-    "glm4v_moe",
-    "glm5_next",
-    "glm_image",
-    "glm_ocr",
-    "hunyuan_vl",
-    "inkling2",
-    "kimi_k25",
-    "lfm3_vl",
-    "minimax_m3_vl",
-    "mlcd",
-    "muse_glimmer",
-    "muse_spark",
-    "neomme",
-    "paddleocr_vl",
-    "pixtral",
-    "qwen2_5_omni",
-    "qwen2_5_vl",
-    "qwen2_vl",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "qwen3_omni_moe",
-    "qwen3_vl",
-    "qwen3_vl_moe",
-    "qwen4_exp",
-    "sam2_video",
-    "sam3",
-    "sam3_tracker_video",
-    "step3p7",
-    "video_llama_3",
-]
-
 #: directory -> the reason it is not reproduced (a part of the harness's reason).
 KNOWN_MISSING: dict[str, str] = {
-    **dict.fromkeys(_MULTI_AXIS, "multi-axis"),
-    # 2-D grids built inside forward from an image's size (no position ids)
-    "efficientloftr": "forward(x) takes no 1-D position ids",
-    "eomt_dinov3": "forward(pixel_values) takes no 1-D position ids",
-    "llama4": "Llama4VisionRotaryEmbedding: forward(hidden_states) takes no 1-D position ids",
-    # 3-D atom coordinates and a per-atom id
-    "esmfold2": "forward(ref_pos, ref_space_uid, dtype) takes no 1-D position ids",
-    # audio timestamps in seconds, not position ids
-    "musicflamingo": "forward(timestamps, seq_len) takes no 1-D position ids",
+    # pair or axis layouts that no table describes
+    "gemma4": "pairs (i, i + head_dim/4) inside each half of the head",
+    "hunyuan_vl": "the two channels of a rotate_half pair turn with different axes",
+    "ernie4_5_vl_moe": "height and width take turns over the first sections[0] + sections[1]",
     # its rotate_half returns (x2, -x1): it rotates by -angle, which no pair layout describes
     "nanochat": "pairs 'half': q·k differs from apply_rotary_pos_emb",
+    # angles from other inputs than position ids (the harness says which)
+    "esmfold2": "3-D atom coordinates and a per-atom id",
+    "musicflamingo": "products of audio timestamps",
 }
 
 
@@ -167,3 +126,74 @@ def _defined_in_models(name: str) -> bool:
     assert spec.origin is not None
     root = Path(spec.origin).parent / "models"
     return any(f"class {name}(" in p.read_text() for p in root.glob("*/configuration_*.py"))
+
+
+# -- the multi-axis checks can fail ------------------------------------------------------------
+
+
+def qwen2_vl_vision() -> tuple[object, object, object, object]:
+    from transformers.models.qwen2_vl import modeling_qwen2_vl
+
+    config = transformers.Qwen2VLVisionConfig()
+    ids = rope_coverage_axes.vision_positions("qwen2_vl", modeling_qwen2_vl, config, 2)
+    cos, sin = modeling_qwen2_vl.Qwen2VLVisionRotaryEmbedding(config)(torch.zeros(1), ids)
+    return modeling_qwen2_vl, config, ids.numpy(), (cos, sin)
+
+
+def test_a_wrong_axis_order_fails_the_multi_axis_table_comparison() -> None:
+    import dataclasses
+
+    import posenc
+
+    _, config, positions, (cos, sin) = qwen2_vl_vision()
+    layer = posenc.rope_plan(config).layer()
+    assert rope_coverage_axes.compare_tables(layer, positions, cos, sin, "half") is None
+    width_first = dataclasses.replace(layer, slot_order=(1, 0))
+    problem = rope_coverage_axes.compare_tables(width_first, positions, cos, sin, "half")
+    assert "differs by" in (problem or "")
+    dealt = dataclasses.replace(layer, schedule="dealt")
+    assert "differs by" in (
+        rope_coverage_axes.compare_tables(dealt, positions, cos, sin, "half") or ""
+    )
+
+
+def test_a_wrong_pair_layout_fails_the_multi_axis_rotation_comparison() -> None:
+    import dataclasses
+
+    import posenc
+
+    module, config, positions, (cos, sin) = qwen2_vl_vision()
+    layer = posenc.rope_plan(config).layer()
+    apply = module.apply_rotary_pos_emb_vision
+    assert rope_coverage_axes.compare_rotation(layer, apply, cos, sin, positions) is None
+    interleaved = dataclasses.replace(layer, pairs="interleaved")
+    problem = rope_coverage_axes.compare_rotation(interleaved, apply, cos, sin, positions)
+    assert "q·k differs" in (problem or "")
+
+
+def test_mrope_ids_come_from_the_model_and_differ_per_axis() -> None:
+    from transformers.models.qwen3_vl import modeling_qwen3_vl
+
+    ids = rope_coverage_axes.text_positions(modeling_qwen3_vl, 3)
+    made_by_model = rope_coverage_axes._from_rope_index(modeling_qwen3_vl, 3)
+    assert made_by_model is not None
+    assert torch.equal(ids, made_by_model)
+    assert ids.shape[:2] == (3, 2)
+    t, h, w = ids[:, 0]
+    assert (t != h).any()
+    assert (h != w).any()
+    assert int(ids.max()) > rope_coverage_axes.LATER
+    # sectioned instead of interleaved: the Qwen3-VL class's tables differ
+    import dataclasses
+
+    import posenc
+
+    config = transformers.Qwen3VLTextConfig()
+    cos, sin = modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding(config)(torch.zeros(1), ids)
+    layer = posenc.rope_plan(config).layer()
+    positions = np.moveaxis(ids.numpy(), 0, -1)
+    assert rope_coverage_axes.compare_tables(layer, positions, cos, sin, "half") is None
+    sectioned = dataclasses.replace(layer, interleaved_sections=False)
+    assert "differs by" in (
+        rope_coverage_axes.compare_tables(sectioned, positions, cos, sin, "half") or ""
+    )

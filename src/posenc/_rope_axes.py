@@ -1,0 +1,268 @@
+"""The position axes of a rope plan's layer: how its rotary pairs split between coordinates.
+
+Multi-axis layers come in two families, and a config says which:
+
+- **M-RoPE** (multimodal language models): every token has ``(t, h, w)`` coordinates, and the
+  config gives the pairs of each axis (``mrope_section``, 4.x ``xdrope_section``) and whether
+  the axes take turns pair by pair (``mrope_interleaved``). All pairs share one RoPE schedule
+  over the rotated channels (``schedule="shared"``). Where a config leaves them out, the
+  model's own default applies (:data:`MROPE_DEFAULTS`).
+- **2-D vision RoPE** (rope type ``axial``): a patch has coordinates ``(h, w)``, each axis takes
+  ``head_dim / 4`` pairs with its own schedule over ``head_dim / 2`` channels
+  (``compute_axial_rope_parameters``), the height pairs first.
+
+What a config cannot say is the order in which a model lays out its axes' pairs, which
+coordinate it passes first, or that a rotary class builds a 2-D grid although its config names
+the rope type ``default``: that is the model's code, recorded here per ``model_type``
+(:data:`AXES_BY_MODEL`), with the function that decides it.
+
+A layout becomes a frequency matrix through :func:`posenc.multi_axis_frequencies`, in the
+order the axes take pair slots, with its rows then put in the order of the coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._multi_axis import AxisOrder, AxisSchedule, MultiAxisFrequencies, multi_axis_frequencies
+from ._rope_scaling import RopeScaling
+
+__all__ = [
+    "AXES_BY_MODEL",
+    "MROPE_DEFAULTS",
+    "AxisLayout",
+    "ModelAxes",
+    "axial_layout",
+    "layout_frequencies",
+    "mrope_layout",
+    "text_layout",
+]
+
+_M = "transformers.models."
+_AXES = {2: ("height", "width"), 3: ("temporal", "height", "width")}
+_WH = ("width", "height")
+
+
+class AxisLayout(NamedTuple):
+    """How the pairs of a multi-axis layer split between its coordinates.
+
+    Attributes:
+        axes: the coordinates, in the order the model passes them.
+        sections: the pairs of each axis, in the same order.
+        order: ``"sectioned"`` or ``"interleaved"`` (see :func:`posenc.multi_axis_frequencies`).
+        schedule: ``"shared"``, ``"dealt"`` or ``"per_axis"``.
+        slot_order: the axes (indices into ``axes``) in the order they take pair slots.
+        source: where the layout comes from (a config key, or the model's function).
+    """
+
+    axes: tuple[str, ...]
+    sections: tuple[int, ...]
+    order: AxisOrder
+    schedule: AxisSchedule
+    slot_order: tuple[int, ...]
+    source: str
+
+
+class ModelAxes(NamedTuple):
+    """A model's 2-D (or 3-D) rotary layout, where the config does not give it."""
+
+    axes: tuple[str, ...] = ("height", "width")
+    order: AxisOrder = "sectioned"
+    schedule: AxisSchedule = "per_axis"
+    slot_order: tuple[int, ...] = ()  # default: the order of ``axes``
+    source: str = ""
+    note: str = ""
+    whole_hidden: bool = False  # it rotates the hidden state before the heads split
+
+
+def _vision(module: str, owner: str, **kwargs: Any) -> ModelAxes:
+    return ModelAxes(source=f"{_M}{module}.modeling_{module}.{owner}", **kwargs)
+
+
+#: model_type -> the layout of its 2-D rotary class, for the models that lay out their axes
+#: otherwise than ``(h, w)`` coordinates with the height pairs first, or whose config names
+#: another rope type. ``axes`` is the order in which the model passes the coordinates.
+AXES_BY_MODEL: Mapping[str, ModelAxes] = MappingProxyType(
+    {
+        # inv_freq over the whole head, even frequencies to rows, odd ones to columns
+        "pixtral": _vision("pixtral", "PixtralVisionRotaryEmbedding", schedule="dealt"),
+        # [w0, h0, w1, h1, ...]: the axes take turns, width first
+        "kimi_k25_vision": _vision(
+            "kimi_k25", "Kimi_K25VisionRotaryEmbedding", order="interleaved", slot_order=(1, 0)
+        ),
+        # the width pairs first
+        "step3p5_vision": _vision("step3p7", "Step3p7VisionRotaryEmbedding", slot_order=(1, 0)),
+        "inkling2_vision": _vision("inkling2", "Inkling2VisionRotaryEmbedding", slot_order=(1, 0)),
+        "llama4_vision_model": _vision(
+            "llama4",
+            "Llama4VisionRotaryEmbedding",
+            slot_order=(1, 0),
+            note="its rotary class builds the patch grid itself: (row + 1, column + 1) per "
+            "patch, and the class token last with angle 0",
+        ),
+        # (t, h, w) patch coordinates, 2 * ((head_dim // 3) // 2) channels each
+        "minimax_m3_vl_vision": _vision(
+            "minimax_m3_vl", "MiniMaxM3VLVisionRotaryEmbedding", axes=_AXES[3]
+        ),
+        # the vision towers pass (w + 1, h + 1)
+        "muse_glimmer_vision": _vision("muse_glimmer", "MuseGlimmerVisionModel", axes=_WH),
+        "muse_spark_vision": _vision("muse_spark", "MuseSparkVisionModel", axes=_WH),
+        # SAM passes (w, h) (precompute_positions)
+        "sam2_video": _vision("sam2_video", "Sam2VideoMemoryAttention", axes=_WH),
+        "sam3_tracker_video": _vision(
+            "sam3_tracker_video", "Sam3TrackerVideoMemoryAttention", axes=_WH
+        ),
+        "edgetam_video": _vision("edgetam_video", "EdgeTamVideoMemoryAttention", axes=_WH),
+        "sam3_vit_model": _vision("sam3", "Sam3ViTLayer", axes=_WH),
+        # (row + 1, col + 1) taking turns over the hidden state, before the heads split
+        "efficientloftr": _vision(
+            "efficientloftr",
+            "EfficientLoFTRRotaryEmbedding",
+            order="interleaved",
+            whole_hidden=True,
+            note="its rotary class builds the grid of (row + 1, column + 1) itself and "
+            "rotates hidden_size channels before the heads split",
+        ),
+        "eomt_dinov3": _vision(
+            "eomt_dinov3",
+            "EomtDinov3RotaryEmbedding",
+            note="its rotary class turns by 2π·c·ω for patch centres c in [-1, 1] "
+            "(get_patches_center_coordinates): the positions are 2π·c",
+        ),
+    }
+)
+
+#: Text models whose rotary module always takes one position per axis (M-RoPE), with the
+#: sections and layout it uses when the config gives no ``mrope_section``:
+#: model_type -> (sections, interleaved). None for the sections: two axes that take turns
+#: pair by pair over the whole rotated part (NeoMME's rows and columns).
+MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxyType(
+    {
+        **dict.fromkeys(
+            ["qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "paddleocr_vl_text"],
+            ((16, 24, 24), False),
+        ),
+        **dict.fromkeys(
+            [
+                "qwen3_vl_text",
+                "qwen3_vl_moe_text",
+                "qwen3_omni_moe_text",
+                "cosmos3_edge_text",
+                "cohere_compass_text",
+            ],
+            ((24, 20, 20), True),
+        ),
+        **dict.fromkeys(
+            ["qwen3_5_text", "qwen3_5_moe_text", "qwen4_exp_text"], ((11, 11, 10), True)
+        ),
+        **dict.fromkeys(
+            ["glm4v_text", "glm_ocr_text", "glm4v_moe_text", "glm_image_text"],
+            ((8, 12, 12), False),
+        ),
+        # its own layout (height and width in turns, then time): see _MODEL_NOTES in _rope_plan
+        "ernie4_5_vl_moe_text": ((22, 22, 20), False),
+        "neomme": (None, True),
+    }
+)
+
+
+def mrope_layout(
+    model_type: str | None, params: dict[str, Any], top: Mapping[str, Any], rope_type: str
+) -> tuple[tuple[int, ...] | None, bool, str] | None:
+    """``(sections, interleaved, source)`` of an M-RoPE layer (sections None: two axes taking
+    turns over the whole rotated part), or None for a 1-D layer. Pops the keys it reads."""
+    where = "mrope_section"
+    section = params.pop("mrope_section", None)
+    legacy = params.pop("xdrope_section", None)  # HunYuan VL's older name
+    if section is None and legacy is not None:
+        section, where = legacy, "xdrope_section"
+    if section is None and top.get("mrope_section") is not None:
+        section = top["mrope_section"]
+    interleaved = params.pop("mrope_interleaved", top.get("mrope_interleaved"))
+    default = MROPE_DEFAULTS.get(model_type or "")
+    if default is not None and interleaved is None:  # the model's own layout
+        interleaved = default[1]
+    if section is None and default is not None:
+        section, where = default[0], f"the default of {model_type}"
+        if section is None:
+            return None, True, where
+    if section is None and rope_type == "mrope":
+        raise ValueError(
+            "rope_type 'mrope' needs 'mrope_section' (the rotary pairs of each axis, e.g. "
+            "[16, 24, 24]), got none"
+        )
+    if section is None:
+        return None
+    return tuple(int(s) for s in section), bool(interleaved), where
+
+
+def text_layout(
+    sections: tuple[int, ...] | None, interleaved: bool, source: str, n_pairs: int
+) -> tuple[AxisLayout, str]:
+    """The :class:`AxisLayout` of an M-RoPE text layer with ``n_pairs`` rotated pairs, and a
+    note when the first section is not the one the config gives.
+
+    Interleaved M-RoPE (Qwen3-VL's ``recomposition_frequencies``) places the pairs of axes 1, 2,
+    ... and gives the first axis every other pair: ``sections[0]`` is not read.
+    """
+    note = ""
+    if sections is None:  # two axes taking turns over every pair
+        sections = (n_pairs - n_pairs // 2, n_pairs // 2)
+    elif interleaved and len(sections) > 1 and sum(sections) != n_pairs:
+        first = n_pairs - sum(sections[1:])
+        note = (
+            f"{source}[0] = {sections[0]} is not read: with interleaved sections the first "
+            f"axis takes the {first} pairs the others leave (of {n_pairs})"
+        )
+        sections = (first, *sections[1:])
+    names = _AXES.get(len(sections), tuple(f"axis{i}" for i in range(len(sections))))
+    layout = AxisLayout(
+        axes=names,
+        sections=sections,
+        order="interleaved" if interleaved else "sectioned",
+        schedule="shared",
+        slot_order=tuple(range(len(sections))),
+        source=source,
+    )
+    return layout, note
+
+
+def axial_layout(model_type: str | None, head_dim: int) -> tuple[AxisLayout, str]:
+    """The layout of a 2-D vision layer of ``head_dim`` channels (``hidden_size`` for a model
+    that rotates before the heads split), and the model's note."""
+    model = AXES_BY_MODEL.get(model_type or "", ModelAxes())
+    n = len(model.axes)
+    per_axis = (head_dim // n) // 2  # transformers: spatial_dim = 2 * ((head_dim // n) // 2)
+    source = model.source or f"{_M}<model>.compute_axial_rope_parameters (the height pairs first)"
+    layout = AxisLayout(
+        axes=model.axes,
+        sections=(per_axis,) * n,
+        order=model.order,
+        schedule=model.schedule,
+        slot_order=model.slot_order or tuple(range(n)),
+        source=source,
+    )
+    return layout, model.note
+
+
+def layout_frequencies(
+    layout: AxisLayout, base: float, scaling: RopeScaling | None, seq_len: int | None = None
+) -> MultiAxisFrequencies:
+    """The frequency matrix ``(n_axes, n_pairs)`` of a layout, rows in the order of its axes."""
+    slots = layout.slot_order
+    made = multi_axis_frequencies(
+        [layout.sections[a] for a in slots],
+        order=layout.order,
+        schedule=layout.schedule,
+        base=base,
+        scaling=scaling,
+        seq_len=seq_len,
+    )
+    matrix = np.empty_like(made.frequencies)
+    matrix[list(slots)] = made.frequencies
+    matrix.setflags(write=False)
+    return MultiAxisFrequencies(matrix, made.attention)
