@@ -92,6 +92,8 @@ class TableRows(nn.Module):
         convention: the posenc convention of the rows (``"tensor2tensor"``...).
         cos_first: the two halves swapped, ``[cos | sin]``.
         rule: ``"ids"``: ``forward(position_ids, *ignored)`` → ``(*P, d)``;
+            ``"tokens"``: ``forward(input_ids, past_key_values_length=0)`` → ``(b, s, d)`` at
+            the fairseq numbering plus ``past`` (padding tokens included, as FSMT does);
             ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``.
         offset: added to ``position_ids`` (``"ids"``).
         zero_row: the position whose row is zero (the padding row), or None.
@@ -121,10 +123,14 @@ class TableRows(nn.Module):
 
     def forward(self, first: torch.Tensor, *rest: Any, past_key_values_length: Any = 0) -> Any:
         """The rows the replaced module returned for the same call."""
+        from ..hf import fairseq_positions
+
+        past = rest[0] if rest else past_key_values_length
         if self.rule == "ids":
             positions = first.to(torch.int64) + self.offset
+        elif self.rule == "tokens":
+            positions = fairseq_positions(first, self.zero_row or 0) + past
         else:
-            past = rest[0] if rest else past_key_values_length
             positions = torch.arange(first.shape[-1], device=first.device) + past
         rows = self.sinusoidal.encoding(positions)
         if self.cos_first:
@@ -169,6 +175,9 @@ def _forms(
         new = M2M100Positions(d, pad, num_positions=n, **_factory(table))
         calls = [(ids,), (ids, {"past_key_values_length": 2})]
         forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
+        new = TableRows(d, convention=convention, cos_first=False, rule="tokens", zero_row=pad,
+                        num_positions=count, **_factory(table))
+        forms.append((f"fairseq numbering of token ids + past (padding {pad})", new, calls))
     two = len([p for p in _positional(module)]) >= 2
     for k in sorted({0, 1, 2, *(() if zero is None else (zero + 1,))}):
         ids = torch.tensor([[0, 3, 1, 7], [2, 2, 5, 0]], device=device)
@@ -225,20 +234,21 @@ def examine_table(module: nn.Module, *, looks_positional: bool) -> Any:
     if found is None:
         return None
     attribute, table = found
-    if isinstance(table, nn.Parameter) and table.requires_grad:
-        return f"learned table (trainable parameter {attribute!r})" if looks_positional else None
+    trainable = isinstance(table, nn.Parameter) and table.requires_grad
+    learned = f"learned table (trainable parameter {attribute!r}, not a sinusoidal table)"
+    if not looks_positional and (trainable or not _looks_like_a_table(table)):
+        return None  # a weight matrix, or a table of something else
     if table.device.type == "meta":
-        return "its table is on the meta device: nothing to verify" if looks_positional else None
-    if not _looks_like_a_table(table):
-        return "its table is not a sinusoidal one (row 0 is not sin 0, cos 0)" if (
-            looks_positional
-        ) else None
+        return "its table is on the meta device: nothing to verify"
+    if trainable and not _looks_like_a_table(table):
+        return learned
     match = match_table(table)
     if isinstance(match, str):
-        return match
+        return learned if trainable else match
     atol = 1e-6 + 2e-7 * table.shape[0] + float(torch.finfo(table.dtype).eps)
     name = match[0] + (", cos first" if match[1] else "")
     for reads, new, calls in _forms(module, table, match):
         if _same(module, new, calls, atol):
+            reads += f" (a trainable {attribute!r} holding the table)" if trainable else ""
             return Replaced("", "absolute", name, reads, type(new).__name__), new
     return f"its table is {name!r}, but its call is not understood: forward{_positional(module)}"
