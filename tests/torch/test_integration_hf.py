@@ -751,5 +751,5 @@ def test_swap_positions_leaves_a_table_that_differs_and_says_where():
     assert "row 5" in report.left[0].reason
     decoder_type = type(original.model.decoder.embed_positions)
     assert type(model.model.decoder.embed_positions) is decoder_type  # left unchanged
-    with pytest.raises(ValueError, match="model.decoder.embed_positions"):
+    with pytest.raises(ValueError, match=r"model\.decoder\.embed_positions"):
         swap_positions(model, strict=True)

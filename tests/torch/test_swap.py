@@ -79,7 +79,7 @@ def tiny_config(model_type: str):
         small["layer_types"] = ["sliding_attention", "full_attention"]
     if model_type == "dbrx":
         small.update(d_model=64, n_heads=4, n_layers=2, max_seq_len=512)
-        small["attn_config"] = {"kv_n_heads": 2, "rope_theta": 10000.0}
+        small["attn_config"] = {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}
         small["ffn_config"] = {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}
     config = config_class(**small)
     config.pad_token_id = PAD
@@ -171,7 +171,8 @@ def test_doubled_positions_in_the_swapped_modules_change_the_logits(model_type):
 
 def test_the_report_says_what_each_replaced_module_computes():
     forms = {t: build(t)[2].replaced[0] for t in DEFAULT}
-    assert forms["llama"].layout == "half" and forms["llama"].replacement == "LlamaRotary"
+    assert forms["llama"].layout == "half"
+    assert forms["llama"].replacement == "LlamaRotary"
     assert forms["cohere"].layout == "interleaved"
     assert forms["gpt_oss"].layout == "columns"
     assert forms["deepseek_v2"].layout == "complex"
@@ -180,7 +181,9 @@ def test_the_report_says_what_each_replaced_module_computes():
     assert forms["gpt_neox"].detail == "default, r=4"  # a quarter of head_dim 16
     text = str(build("cohere")[2])
     assert text.splitlines()[0] == "SwapReport: 1 replaced, 0 left"
-    assert "model.rotary_emb" in text and "interleaved" in text and "RotaryTables" in text
+    assert "model.rotary_emb" in text
+    assert "interleaved" in text
+    assert "RotaryTables" in text
     assert repr(build("cohere")[2]) == text
 
 
@@ -261,7 +264,8 @@ def test_positional_looking_modules_that_are_not_understood_are_reported():
 def test_no_positional_module_is_said_clearly():
     report = swap_positions(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
     assert isinstance(report, SwapReport)
-    assert report.replaced == () and report.left == ()
+    assert report.replaced == ()
+    assert report.left == ()
     assert str(report) == repr(report) == "SwapReport: no positional module found"
     assert swap_positions(torch.nn.Linear(2, 2), strict=True).names == []
 
@@ -276,7 +280,8 @@ def test_strict_leaves_the_model_unchanged_and_a_second_swap_reports_posenc_modu
     del model.model.extra_rotary
     assert swap_positions(model).names == ["model.rotary_emb"]
     again = swap_positions(model)
-    assert again.replaced == () and again.already == ("model.rotary_emb",)
+    assert again.replaced == ()
+    assert again.already == ("model.rotary_emb",)
     assert "already posenc's (model.rotary_emb)" in str(again)
     assert isinstance(model.model.rotary_emb, LlamaRotary)
 

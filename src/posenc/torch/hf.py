@@ -18,13 +18,15 @@ posenc module                     replaces (``transformers``)                   
                                   the config's ``rope_parameters`` scaling)       pairs
 ================================  ==============================================  ===============
 
-The two-line swap (``like`` copies size, dtype and device from the module it replaces and
-checks that the module's table really is that convention)::
+The two-line swap finds these modules, and the rotary modules of other models (interleaved
+pairs, one column per pair, complex phasors, per-layer-type parameters), by what they compute,
+verifies each against posenc's tables and returns a :class:`SwapReport`::
 
     from posenc.torch.hf import swap_positions
-    swap_positions(model)          # every module above found in the model, in place
+    print(swap_positions(model))   # what was replaced, and why anything positional was left
 
-or, one module at a time::
+or, one module at a time (``like`` copies size, dtype and device from the module it replaces
+and checks that the module's table really is that convention)::
 
     from posenc.torch.hf import MarianPositions
     model.model.encoder.embed_positions = MarianPositions.like(model.model.encoder.embed_positions)

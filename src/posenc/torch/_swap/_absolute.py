@@ -23,7 +23,7 @@ from torch import nn
 
 from ... import sinusoidal as numpy_sinusoidal
 from .._sinusoidal import SinusoidalPositionalEncoding
-from ._probe import largest_difference, probing, where
+from ._probe import largest_difference, probing
 from ._report import Replaced
 
 __all__ = ["TableRows", "examine_table", "table_of"]
@@ -65,7 +65,7 @@ def match_table(table: torch.Tensor) -> tuple[str, bool, int | None] | str:
     atol = 1e-6 + 2e-7 * count + float(torch.finfo(table.dtype).eps)
     best = (np.inf, "")
     for convention in _CONVENTIONS:
-        ours = numpy_sinusoidal(rows, d, convention=convention, dtype=np.float64)
+        ours = numpy_sinusoidal(rows, d, convention=convention, dtype=np.float64)  # type: ignore[arg-type]
         for cos_first in (False, True) if d % 2 == 0 and convention != "paper" else (False,):
             candidate = _flipped(ours) if cos_first else ours
             error = np.abs(theirs - candidate)[keep]
@@ -75,8 +75,11 @@ def match_table(table: torch.Tensor) -> tuple[str, bool, int | None] | str:
             if worst < best[0]:
                 row, channel = np.unravel_index(int(error.argmax()), error.shape)
                 name = convention + (", cos first" if cos_first else "")
-                best = (worst, f"closest: {name!r}, off by {worst:.2g} at row "
-                        f"{int(rows[keep][row])}, channel {int(channel)}")
+                best = (
+                    worst,
+                    f"closest: {name!r}, off by {worst:.2g} at row "
+                    f"{int(rows[keep][row])}, channel {int(channel)}",
+                )
     return f"its table matches no sinusoidal convention ({best[1]})"
 
 
@@ -166,8 +169,9 @@ def _forms(
     forms: list[tuple[str, nn.Module, list[tuple[Any, ...]]]] = []
     if convention == "marian" and plain:
         ids = torch.tensor([[4, 9, 2]], device=device)
-        calls = [(torch.Size([2, 5]),), (torch.Size([1, 3]), 7), (torch.Size([1, 3]), 0, ids)]
-        new = MarianPositions(d, num_positions=count, **_factory(table))
+        calls: list[tuple[Any, ...]] = [(torch.Size([2, 5]),), (torch.Size([1, 3]), 7)]
+        calls.append((torch.Size([1, 3]), 0, ids))
+        new: nn.Module = MarianPositions(d, num_positions=count, **_factory(table))
         forms.append(("rows past .. past+s-1 of (b, s)", new, calls))
     if convention == "tensor2tensor" and not cos_first and zero is not None and count > zero + 8:
         pad, n = zero, count - zero - 1
@@ -175,8 +179,15 @@ def _forms(
         new = M2M100Positions(d, pad, num_positions=n, **_factory(table))
         calls = [(ids,), (ids, {"past_key_values_length": 2})]
         forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
-        new = TableRows(d, convention=convention, cos_first=False, rule="tokens", zero_row=pad,
-                        num_positions=count, **_factory(table))
+        new = TableRows(
+            d,
+            convention=convention,
+            cos_first=False,
+            rule="tokens",
+            zero_row=pad,
+            num_positions=count,
+            **_factory(table),
+        )
         forms.append((f"fairseq numbering of token ids + past (padding {pad})", new, calls))
     two = len([p for p in _positional(module)]) >= 2
     for k in sorted({0, 1, 2, *(() if zero is None else (zero + 1,))}):
@@ -184,12 +195,27 @@ def _forms(
         if convention == "tensor2tensor" and plain and k == 0:
             new = WhisperEncoderPositions(count, d, **_factory(table))
         else:
-            new = TableRows(d, convention=convention, cos_first=cos_first, rule="ids",
-                            offset=k, zero_row=zero, num_positions=count, **_factory(table))
+            new = TableRows(
+                d,
+                convention=convention,
+                cos_first=cos_first,
+                rule="ids",
+                offset=k,
+                zero_row=zero,
+                num_positions=count,
+                **_factory(table),
+            )
         forms.append((f"rows position_ids + {k}", new, [(ids,), *([(ids, 3)] if two else [])]))
     three = torch.zeros(2, 2, 5, dtype=torch.int64, device=device)
-    new = TableRows(d, convention=convention, cos_first=cos_first, rule="length",
-                    zero_row=zero, num_positions=count, **_factory(table))
+    new = TableRows(
+        d,
+        convention=convention,
+        cos_first=cos_first,
+        rule="length",
+        zero_row=zero,
+        num_positions=count,
+        **_factory(table),
+    )
     forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
     return forms
 

@@ -62,7 +62,7 @@ class Difference(NamedTuple):
 
     ratio: float
     value: float
-    index: tuple[int, ...]
+    at: tuple[int, ...]
 
 
 def largest_difference(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["Left", "Replaced", "SwapReport"]
@@ -77,7 +78,7 @@ class SwapReport:
     __repr__ = __str__
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
     out = []
     for row in (header, *rows):

@@ -143,7 +143,8 @@ class RotaryFinding:
 
     def replacement(self) -> nn.Module:
         if self.layout == "half" and self.dtype is None and list(self.rotaries) == [None]:
-            return self.rotaries[None]  # the public drop-in does exactly this
+            public: nn.Module = self.rotaries[None]  # the public drop-in does exactly this
+            return public
         return RotaryTables(self.rotaries, self.layout, self.dtype)
 
 
@@ -230,7 +231,7 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
         if diffs[worst].ratio <= 1.0:
             return layout, ""
         if diffs[worst].ratio < best[0]:
-            *_, row, channel = diffs[worst].index
+            *_, row, channel = diffs[worst].at
             position = int(positions.reshape(-1)[row])
             best = (
                 diffs[worst].ratio,

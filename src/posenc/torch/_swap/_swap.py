@@ -38,7 +38,10 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
         record = Replaced("", "rotary", found.layout, found.detail(), type(new).__name__)
         return record, new
     if table_of(module) is not None:
-        return examine_table(module, looks_positional=_looks_positional(child_name, module))
+        table: tuple[Replaced, nn.Module] | str | None = examine_table(
+            module, looks_positional=_looks_positional(child_name, module)
+        )
+        return table
     if _looks_positional(child_name, module) and parameter_free:
         rotary = rotary_call(module)
         return rotary if isinstance(rotary, str) else "not recognised"
