@@ -61,7 +61,7 @@ DEFAULT = {
 MORE = [
     "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "falcon", "stablelm", "olmo",
     "olmo2", "granite", "starcoder2", "deepseek_v3", "glm4", "glm", "llama4_text", "dbrx",
-    "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium",
+    "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium", "deepseek_v4",
 ]  # fmt: skip
 MODELS = [*DEFAULT, *(pytest.param(name, marks=pytest.mark.slow) for name in MORE)]
 

@@ -23,7 +23,8 @@ from torch import nn
 
 from ... import sinusoidal as numpy_sinusoidal
 from .._sinusoidal import SinusoidalPositionalEncoding
-from ._probe import largest_difference, probing
+from ..hf import M2M100Positions, MarianPositions, WhisperEncoderPositions, fairseq_positions
+from ._probe import forward_parameters, largest_difference, probing, signature_text
 from ._report import Replaced
 
 __all__ = ["TableRows", "examine_table", "table_of"]
@@ -126,8 +127,6 @@ class TableRows(nn.Module):
 
     def forward(self, first: torch.Tensor, *rest: Any, past_key_values_length: Any = 0) -> Any:
         """The rows the replaced module returned for the same call."""
-        from ..hf import fairseq_positions
-
         past = rest[0] if rest else past_key_values_length
         if self.rule == "ids":
             positions = first.to(torch.int64) + self.offset
@@ -161,8 +160,6 @@ def _forms(
     module: nn.Module, table: torch.Tensor, match: tuple[str, bool, int | None]
 ) -> list[tuple[str, nn.Module, list[tuple[Any, ...]]]]:
     """``(what it reads, replacement, probe calls)`` for each call form the table allows."""
-    from ..hf import M2M100Positions, MarianPositions, WhisperEncoderPositions
-
     convention, cos_first, zero = match
     count, d = table.shape
     device, plain = table.device, not cos_first and zero is None
@@ -221,8 +218,6 @@ def _forms(
 
 
 def _positional(module: nn.Module) -> list[str]:
-    from ._probe import forward_parameters
-
     return [p.name for p in forward_parameters(module) or () if p.kind <= 1]
 
 
@@ -277,4 +272,7 @@ def examine_table(module: nn.Module, *, looks_positional: bool) -> Any:
         if _same(module, new, calls, atol):
             reads += f" (a trainable {attribute!r} holding the table)" if trainable else ""
             return Replaced("", "absolute", name, reads, type(new).__name__), new
-    return f"its table is {name!r}, but its call is not understood: forward{_positional(module)}"
+    return (
+        f"its {attribute!r} is the {name!r} table, but its call is not understood: "
+        f"{signature_text(module)}"
+    )

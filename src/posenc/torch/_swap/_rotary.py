@@ -24,8 +24,9 @@ import torch
 from torch import nn
 
 from .._kernels._cast import cast_exact
+from ..hf import LlamaRotary
 from ._probe import forward_parameters, largest_difference, probing, signature_text, where
-from ._seam import rope_module
+from ._seam import layer_types, rope_module
 
 __all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary", "rotary_call"]
 
@@ -161,8 +162,6 @@ def _candidates(module: nn.Module, layer_type: str | None) -> list[Any]:
     for name in ("base", "theta", "rope_theta"):
         base = base or getattr(module, name, None)
     if isinstance(dim, int) and isinstance(base, int | float) and layer_type is None:
-        from ..hf import LlamaRotary
-
         try:
             found.append(LlamaRotary(dim, base=float(base)))
         except (TypeError, ValueError) as exc:
@@ -242,10 +241,11 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
 
 
 def _layer_types(module: nn.Module) -> list[str] | str:
-    types = getattr(getattr(module, "config", None), "layer_types", None)
+    config = getattr(module, "config", None)
+    types = [] if config is None else layer_types(config)
     if not types:
-        return "it is called with a layer_type, but its config has no layer_types"
-    return sorted({str(t) for t in types})
+        return "it is called with a layer_type, but its config names no layer types"
+    return types
 
 
 def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | None:
@@ -315,7 +315,7 @@ def examine_rotary(module: nn.Module) -> RotaryFinding | str:
         layouts.add(layout)
         dtypes.add(dtype)
     if not rotaries:
-        return "it refuses every layer type of its config"
+        return f"it refuses every layer type of its config ({', '.join(map(str, keys))})"
     if len(layouts) > 1 or len(dtypes) > 1:
         return f"its layer types use different forms ({sorted(layouts)}, {dtypes})"
     return RotaryFinding(layouts.pop(), rotaries, dtypes.pop())

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["rope_module"]
+from ..hf import LlamaRotary
+
+__all__ = ["layer_types", "rope_module"]
 
 
 class _LayerView:
@@ -30,14 +32,20 @@ def _nested(params: Any) -> bool:
     return isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
 
 
+def layer_types(config: Any) -> list[str]:
+    """The layer types a rotary module of ``config`` may be called with: the config's
+    ``layer_types`` and the keys of per-layer-type ``rope_parameters``."""
+    params = getattr(config, "rope_parameters", None)
+    nested = [k for k, v in params.items() if isinstance(v, dict)] if _nested(params) else []
+    return sorted({str(t) for t in [*(getattr(config, "layer_types", None) or ()), *nested]})
+
+
 def rope_module(config: Any, layer_type: str | None = None) -> Any:
     """The :class:`posenc.torch.hf.LlamaRotary` of ``config`` (for ``layer_type``).
 
     Raises ``ValueError``/``TypeError`` saying what in the config posenc cannot read (an
     unknown rope type, nested per-layer parameters without a layer type, missing keys).
     """
-    from ..hf import LlamaRotary
-
     if layer_type is not None:
         config = _LayerView(config, layer_type)
     elif _nested(getattr(config, "rope_parameters", None)):
