@@ -35,8 +35,9 @@ def _nested(params: Any) -> bool:
 def layer_types(config: Any) -> list[str]:
     """The layer types a rotary module of ``config`` may be called with: the config's
     ``layer_types`` and the keys of per-layer-type ``rope_parameters``."""
-    params = getattr(config, "rope_parameters", None) or {}
-    nested = [k for k, v in params.items() if isinstance(v, dict)]
+    params = getattr(config, "rope_parameters", None)
+    items = params.items() if isinstance(params, dict) else ()
+    nested = [k for k, v in items if isinstance(v, dict)]
     return sorted({str(t) for t in [*(getattr(config, "layer_types", None) or ()), *nested]})
 
 
