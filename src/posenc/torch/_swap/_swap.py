@@ -16,11 +16,12 @@ __all__ = ["swap"]
 
 # Names that make a module look positional, for the report only (what is replaced is decided
 # by what a module computes, never by a name).
-_POSITIONAL_NAME = re.compile(r"rotary|rope|posit|pos_emb|sinusoid", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"(^|_)(pos|positions?|positional|rotary|rope|sinusoidal)(_|$)|^wpe$")
+_CLASS = re.compile(r"Position|Rotary|Rope[A-Z]|RoPE|Sinusoid")
 
 
 def _looks_positional(child_name: str, module: nn.Module) -> bool:
-    return bool(_POSITIONAL_NAME.search(f"{child_name} {type(module).__name__}"))
+    return bool(_ATTRIBUTE.search(child_name.lower()) or _CLASS.search(type(module).__name__))
 
 
 def _is_posenc(module: nn.Module) -> bool:
@@ -32,8 +33,9 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
     parameter_free = next(module.parameters(), None) is None
     if parameter_free and not isinstance(rotary_call(module), str):
         found = examine_rotary(module)
-        if isinstance(found, str):
-            return found
+        if isinstance(found, str):  # reported when it looks positional or returned RoPE tables
+            rope_like = "differs from posenc's" in found or "pairs)" in found
+            return found if rope_like or _looks_positional(child_name, module) else None
         new = found.replacement()
         record = Replaced("", "rotary", found.layout, found.detail(), type(new).__name__)
         return record, new
@@ -43,8 +45,7 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
         )
         return table
     if _looks_positional(child_name, module) and parameter_free:
-        rotary = rotary_call(module)
-        return rotary if isinstance(rotary, str) else "not recognised"
+        return str(rotary_call(module))  # the reason its call is not understood
     return None
 
 
