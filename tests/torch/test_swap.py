@@ -62,6 +62,7 @@ MORE = [
     "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "falcon", "stablelm", "olmo",
     "olmo2", "granite", "starcoder2", "deepseek_v3", "glm4", "glm", "llama4_text", "dbrx",
     "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium", "deepseek_v4",
+    "granite_swa",
 ]  # fmt: skip
 MODELS = [*DEFAULT, *(pytest.param(name, marks=pytest.mark.slow) for name in MORE)]
 
@@ -179,6 +180,8 @@ def test_the_report_says_what_each_replaced_module_computes():
     assert "full_attention" in forms["gemma3_text"].detail
     assert "sliding_attention" in forms["gemma3_text"].detail
     assert forms["gpt_neox"].detail == "default, r=4"  # a quarter of head_dim 16
+    swapped = build("llama")[1]
+    assert swapped.model.rotary_emb.config is swapped.config  # models may read it
     text = str(build("cohere")[2])
     assert text.splitlines()[0] == "SwapReport: 1 replaced, 0 left"
     assert "model.rotary_emb" in text

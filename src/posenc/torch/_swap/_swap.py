@@ -37,6 +37,8 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
             rope_like = "differs from posenc's" in found or "pairs)" in found
             return found if rope_like or _looks_positional(child_name, module) else None
         new = found.replacement()
+        if getattr(module, "config", None) is not None:
+            new.config = module.config  # some models read their rotary module's config
         record = Replaced("", "rotary", found.layout, found.detail(), type(new).__name__)
         return record, new
     if table_of(module) is not None:
@@ -44,7 +46,8 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
             module, looks_positional=_looks_positional(child_name, module)
         )
         return table
-    if _looks_positional(child_name, module) and parameter_free:
+    container = type(module).forward is nn.Module.forward  # ModuleList, ModuleDict
+    if _looks_positional(child_name, module) and parameter_free and not container:
         return str(rotary_call(module))  # the reason its call is not understood
     return None
 
