@@ -156,8 +156,8 @@ def _candidates(module: nn.Module, layer_type: str | None) -> list[Any]:
     if config is not None:
         try:
             found.append(rope_module(config, layer_type))
-        except (TypeError, ValueError, KeyError) as exc:
-            found.append(f"its config cannot be read: {exc}")
+        except Exception as exc:  # a foreign config may raise anything: it is the reason
+            found.append(f"its config cannot be read: {type(exc).__name__}: {exc}")
     dim, base = getattr(module, "dim", None), None
     for name in ("base", "theta", "rope_theta"):
         base = base or getattr(module, name, None)

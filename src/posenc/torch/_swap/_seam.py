@@ -19,8 +19,10 @@ class _LayerView:
     """``config`` as seen by one layer type: its per-layer config and rope parameters."""
 
     def __init__(self, config: Any, layer_type: str) -> None:
-        per_layer = getattr(config, "per_layer_config", None)
-        self._config = per_layer[layer_type] if isinstance(per_layer, dict) else config
+        try:  # a config may hold one config per layer type
+            self._config = config.per_layer_config[layer_type]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            self._config = config
         params = getattr(self._config, "rope_parameters", None) or {}
         self.rope_parameters = params.get(layer_type, params) if _nested(params) else params
 
