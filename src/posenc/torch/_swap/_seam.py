@@ -21,7 +21,7 @@ class _LayerView:
     def __init__(self, config: Any, layer_type: str) -> None:
         try:  # a config may hold one config per layer type
             self._config = config.per_layer_config[layer_type]
-        except (AttributeError, KeyError, IndexError, TypeError):
+        except Exception:  # none, or none for this layer type: the config itself
             self._config = config
         params = getattr(self._config, "rope_parameters", None) or {}
         self.rope_parameters = params.get(layer_type, params) if _nested(params) else params
