@@ -118,7 +118,7 @@ def build(family: str):
         torch.manual_seed(0)
         original = hf(model_name)(config).eval()
         swapped = copy.deepcopy(original)
-        names = swap_positions(swapped)
+        names = swap_positions(swapped).names
         _BUILT[family] = (original, swapped, names)
     return _BUILT[family]
 
@@ -357,7 +357,7 @@ def build_whisper():
         torch.manual_seed(0)
         original = hf("WhisperForConditionalGeneration")(config).eval()
         swapped = copy.deepcopy(original)
-        names = swap_positions(swapped)
+        names = swap_positions(swapped).names
         _BUILT["whisper"] = (original, swapped, names)
     return _BUILT["whisper"]
 
@@ -505,8 +505,8 @@ def test_argument_errors_name_the_argument():
         LlamaRotary(8, scaling={"rope_type": "bogus"})
     with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         swap_positions("model")
-    with pytest.raises(TypeError, match="check must be True or False"):
-        swap_positions(torch.nn.Linear(2, 2), check=1)
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        swap_positions(torch.nn.Linear(2, 2), strict=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -557,7 +557,7 @@ def build_llama(rope: str):
         torch.manual_seed(0)
         original = hf("LlamaForCausalLM")(config).eval()
         swapped = copy.deepcopy(original)
-        names = swap_positions(swapped)
+        names = swap_positions(swapped).names
         _BUILT[key] = (original, swapped, names)
     return _BUILT[key]
 
@@ -739,16 +739,17 @@ def test_llama_far_positions_are_more_accurate_than_hf():
         assert max_diff(theirs[index][0].double(), truth) > 1e-4
 
 
-def test_swap_positions_checks_everything_before_replacing_anything():
+def test_swap_positions_leaves_a_table_that_differs_and_says_where():
     original, _, _ = build("marian")
     model = copy.deepcopy(original)
     with torch.no_grad():
         model.model.decoder.embed_positions.weight[5] += 0.5  # no longer the marian table
-    with pytest.raises(ValueError, match="not the 'marian' encoding"):
-        swap_positions(model)
-    encoder_type = type(original.model.encoder.embed_positions)
-    assert type(model.model.encoder.embed_positions) is encoder_type  # left unchanged
-    assert swap_positions(model, check=False) == [
-        "model.encoder.embed_positions",
-        "model.decoder.embed_positions",
-    ]
+    report = swap_positions(model)
+    assert report.names == ["model.encoder.embed_positions"]
+    assert [x.name for x in report.left] == ["model.decoder.embed_positions"]
+    assert "matches no sinusoidal convention" in report.left[0].reason
+    assert "row 5" in report.left[0].reason
+    decoder_type = type(original.model.decoder.embed_positions)
+    assert type(model.model.decoder.embed_positions) is decoder_type  # left unchanged
+    with pytest.raises(ValueError, match=r"model\.decoder\.embed_positions"):
+        swap_positions(model, strict=True)

@@ -18,13 +18,15 @@ posenc module                     replaces (``transformers``)                   
                                   the config's ``rope_parameters`` scaling)       pairs
 ================================  ==============================================  ===============
 
-The two-line swap (``like`` copies size, dtype and device from the module it replaces and
-checks that the module's table really is that convention)::
+The two-line swap finds these modules, and the rotary modules of other models (interleaved
+pairs, one column per pair, complex phasors, per-layer-type parameters), by what they compute,
+verifies each against posenc's tables and returns a :class:`SwapReport`::
 
     from posenc.torch.hf import swap_positions
-    swap_positions(model)          # every module above found in the model, in place
+    print(swap_positions(model))   # what was replaced, and why anything positional was left
 
-or, one module at a time::
+or, one module at a time (``like`` copies size, dtype and device from the module it replaces
+and checks that the module's table really is that convention)::
 
     from posenc.torch.hf import MarianPositions
     model.model.encoder.embed_positions = MarianPositions.like(model.model.encoder.embed_positions)
@@ -51,11 +53,13 @@ from ._checks import as_positions, check_dtype, check_offset
 from ._functional import largest_position_seq_len
 from ._kernels._table import rope_cos_sin
 from ._sinusoidal import SinusoidalPositionalEncoding
+from ._swap._report import SwapReport
 
 __all__ = [
     "LlamaRotary",
     "M2M100Positions",
     "MarianPositions",
+    "SwapReport",
     "WhisperEncoderPositions",
     "fairseq_positions",
     "swap_positions",
@@ -610,48 +614,43 @@ class LlamaRotary(nn.Module):
 
 # -- the whole model --------------------------------------------------------------------------
 
-_BY_CLASS_NAME = {
-    "MarianSinusoidalPositionalEmbedding": MarianPositions.like,
-    "PegasusSinusoidalPositionalEmbedding": MarianPositions.like,
-    "M2M100SinusoidalPositionalEmbedding": M2M100Positions.like,
-    "LlamaRotaryEmbedding": LlamaRotary.like,
-}
 
-
-def swap_positions(model: nn.Module, *, check: bool = True) -> list[str]:
+def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
     """Replace, in place, every positional module of ``model`` that posenc reproduces.
 
-    Recognised (by class name, so ``transformers`` is never imported): Marian and Pegasus
-    ``*SinusoidalPositionalEmbedding`` (→ :class:`MarianPositions`),
-    ``M2M100SinusoidalPositionalEmbedding`` (→ :class:`M2M100Positions`), the
-    ``embed_positions`` of a ``WhisperEncoder`` (→ :class:`WhisperEncoderPositions`) and
-    ``LlamaRotaryEmbedding`` (→ :class:`LlamaRotary`). Each replacement is built with
-    ``like(module, check=check)``.
+    Modules are found by what they compute, never by their class name (``transformers`` is
+    never imported). Each candidate is called on probe inputs (the first 256 positions and
+    some far ones) and compared with posenc's float64 table before anything is replaced:
+
+    - rotary modules, called ``module(x, position_ids)`` or ``module(x, position_ids,
+      layer_type)``, returning ``(cos, sin)`` in the ``half`` layout (→ :class:`LlamaRotary`),
+      with interleaved pairs or one column per pair, or complex phasors (``freqs_cis``); the
+      frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
+      partial rotation, per-layer-type parameters) or from its ``dim`` and ``base``;
+    - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
+      ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
+      (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
+      token ids (→ :class:`M2M100Positions`), at the given positions (→
+      :class:`WhisperEncoderPositions`) or by the input's length.
+
+    A replacement returns what the module returned, in the same form, dtype and device; it
+    never calls the module. Modules that look positional (by name, or by their call) but
+    are not reproduced stay, and the report says why.
 
     Args:
-        model: any ``nn.Module``, e.g. a ``MarianMTModel``.
-        check: verify each module's table before replacing anything; a ``ValueError``
-            leaves the model unchanged.
+        model: any ``nn.Module``, e.g. a ``LlamaForCausalLM`` or a ``MarianMTModel``.
+        strict: raise ``ValueError`` listing the modules left in place (the model is then
+            unchanged) instead of reporting them.
 
     Returns:
-        the qualified names of the replaced modules (empty if none was found).
+        a :class:`SwapReport`: ``replaced`` (name, kind, layout, detail, replacement),
+        ``left`` (name, reason) and ``names`` (the replaced modules' names).
 
-    >>> swap_positions(nn.Linear(2, 2))
-    []
+    >>> print(swap_positions(nn.Linear(2, 2)))
+    SwapReport: no positional module found
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    check = check_bool("check", check)
-    plan: list[tuple[nn.Module, str, str, nn.Module]] = []
-    for parent_name, parent in model.named_modules():
-        for child_name, child in parent.named_children():
-            make = _BY_CLASS_NAME.get(type(child).__name__)
-            whisper = type(parent).__name__ == "WhisperEncoder" and child_name == "embed_positions"
-            if make is None and whisper and isinstance(child, nn.Embedding):
-                make = WhisperEncoderPositions.like
-            if make is not None:
-                name = f"{parent_name}.{child_name}" if parent_name else child_name
-                plan.append((parent, child_name, name, make(child, check=check)))
-    for parent, child_name, _, new in plan:
-        setattr(parent, child_name, new)
-    return [name for _, _, name, _ in plan]
+    from ._swap._swap import swap
+
+    return swap(model, check_bool("strict", strict))

@@ -1,0 +1,281 @@
+"""Absolute sinusoidal tables: recognised by their values and their call, verified, replaced.
+
+A module holding a fixed 2-D table (a buffer, or a parameter that is not trained) whose row
+``r`` is posenc's encoding of position ``r`` in one of its conventions, or in a convention with
+the two halves swapped (``[cos | sin]``), is a candidate; a row of zeros (the padding row of
+the fairseq family) is allowed. How the module is called decides which rows it returns; four
+calls are recognised, each verified by calling the module on probe inputs:
+
+    by shape    module((b, s), past=0, position_ids=None) → (s, d)     rows past .. past+s-1
+    by tokens   module(input_ids, past_key_values_length=0) → (b, s, d)  fairseq numbering,
+                zero at padding tokens
+    by ids      module(position_ids[, ignored]) → (*P, d)             rows position_ids + k
+    by length   module(input_ids (b, k, s), past=0) → (s, d)           rows past .. past+s-1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ... import sinusoidal as numpy_sinusoidal
+from .._sinusoidal import SinusoidalPositionalEncoding
+from ..hf import M2M100Positions, MarianPositions, WhisperEncoderPositions, fairseq_positions
+from ._probe import forward_parameters, largest_difference, probing, signature_text
+from ._report import Replaced
+
+__all__ = ["TableRows", "examine_table", "table_of"]
+
+_CONVENTIONS = ("paper", "tensor2tensor", "marian")
+_ROWS_COMPARED = 2048  # the first rows, and the last 16, are compared with posenc's
+
+
+def table_of(module: nn.Module) -> tuple[str, torch.Tensor] | None:
+    """The module's own 2-D floating tensor (a parameter or a buffer), if it has one."""
+    own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+    for name, tensor in own:
+        if tensor.dim() == 2 and tensor.is_floating_point() and min(tensor.shape) >= 2:
+            return name, tensor
+    return None
+
+
+def _flipped(table: np.ndarray) -> np.ndarray:
+    """``[sin | cos]`` → ``[cos | sin]`` (even widths)."""
+    half = table.shape[-1] // 2
+    return np.concatenate([table[..., half:], table[..., :half]], axis=-1)
+
+
+def _rows(count: int) -> np.ndarray:
+    head = np.arange(min(count, _ROWS_COMPARED))
+    return np.unique(np.concatenate([head, np.arange(max(count - 16, 0), count)]))
+
+
+def match_table(table: torch.Tensor) -> tuple[str, bool, int | None] | str:
+    """``(convention, cos_first, zero_row)`` of a table whose row r is position r, or why not."""
+    count, d = table.shape
+    rows = _rows(count)
+    theirs = table.detach()[torch.from_numpy(rows).to(table.device)].cpu().double().numpy()
+    zero = np.flatnonzero(~theirs.any(axis=1))
+    if zero.size > 1:
+        return f"{zero.size} rows are all zero; a sinusoidal table has at most one (padding)"
+    keep = np.ones(rows.size, dtype=bool)
+    keep[zero] = False
+    atol = 1e-6 + 2e-7 * count + float(torch.finfo(table.dtype).eps)
+    best = (np.inf, "")
+    for convention in _CONVENTIONS:
+        ours = numpy_sinusoidal(rows, d, convention=convention, dtype=np.float64)  # type: ignore[arg-type]
+        for cos_first in (False, True) if d % 2 == 0 and convention != "paper" else (False,):
+            candidate = _flipped(ours) if cos_first else ours
+            error = np.abs(theirs - candidate)[keep]
+            worst = float(error.max()) if error.size else 0.0
+            if worst <= atol:
+                return convention, cos_first, None if not zero.size else int(rows[zero[0]])
+            if worst < best[0]:
+                row, channel = np.unravel_index(int(error.argmax()), error.shape)
+                name = convention + (", cos first" if cos_first else "")
+                best = (
+                    worst,
+                    f"closest: {name!r}, off by {worst:.2g} at row "
+                    f"{int(rows[keep][row])}, channel {int(channel)}",
+                )
+    return f"its table matches no sinusoidal convention ({best[1]})"
+
+
+class TableRows(nn.Module):
+    """Rows of a sinusoidal table, read the way the module it replaces reads its own.
+
+    Built by :func:`posenc.torch.hf.swap_positions` for tables that the public drop-ins do not
+    cover: read at ``position_ids + offset``, or at ``past .. past + s - 1`` for an input whose
+    last dimension is ``s``, or laid out ``[cos | sin]``.
+
+    Args:
+        embedding_dim: ``d``, the table's width.
+        convention: the posenc convention of the rows (``"tensor2tensor"``...).
+        cos_first: the two halves swapped, ``[cos | sin]``.
+        rule: ``"ids"``: ``forward(position_ids, *ignored)`` → ``(*P, d)``;
+            ``"tokens"``: ``forward(input_ids, past_key_values_length=0)`` → ``(b, s, d)`` at
+            the fairseq numbering plus ``past`` (padding tokens included, as FSMT does);
+            ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``.
+        offset: added to ``position_ids`` (``"ids"``).
+        zero_row: the position whose row is zero (the padding row), or None.
+        num_positions, device, dtype: rows to precompute (not a limit), where and in which
+            dtype the table lives.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        *,
+        convention: Any,
+        cos_first: bool,
+        rule: str,
+        offset: int = 0,
+        zero_row: int | None = None,
+        num_positions: int | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.convention, self.cos_first, self.rule = convention, cos_first, rule
+        self.offset, self.zero_row = offset, zero_row
+        self.sinusoidal = SinusoidalPositionalEncoding(
+            embedding_dim, convention=convention, max_len=num_positions, device=device, dtype=dtype
+        )
+
+    def forward(self, first: torch.Tensor, *rest: Any, past_key_values_length: Any = 0) -> Any:
+        """The rows the replaced module returned for the same call."""
+        past = rest[0] if rest else past_key_values_length
+        if self.rule == "ids":
+            positions = first.to(torch.int64) + self.offset
+        elif self.rule == "tokens":
+            positions = fairseq_positions(first, self.zero_row or 0) + past
+        else:
+            positions = torch.arange(first.shape[-1], device=first.device) + past
+        rows = self.sinusoidal.encoding(positions)
+        if self.cos_first:
+            half = rows.shape[-1] // 2
+            rows = torch.cat([rows[..., half:], rows[..., :half]], dim=-1)
+        if self.zero_row is not None:
+            rows = rows.masked_fill(positions.eq(self.zero_row).unsqueeze(-1), 0.0)
+        return rows
+
+    def extra_repr(self) -> str:
+        layout = f"{self.convention!r}" + (", cos first" if self.cos_first else "")
+        return f"{self.sinusoidal.d_model}, convention={layout}, rule={self.rule!r}, " + (
+            f"offset={self.offset}, zero_row={self.zero_row}"
+        )
+
+
+# -- the calls ------------------------------------------------------------------------------------
+
+
+def _factory(table: torch.Tensor) -> dict[str, Any]:
+    return {"device": table.device, "dtype": table.dtype}
+
+
+def _forms(
+    module: nn.Module, table: torch.Tensor, match: tuple[str, bool, int | None]
+) -> list[tuple[str, nn.Module, list[tuple[Any, ...]]]]:
+    """``(what it reads, replacement, probe calls)`` for each call form the table allows."""
+    convention, cos_first, zero = match
+    count, d = table.shape
+    device, plain = table.device, not cos_first and zero is None
+    forms: list[tuple[str, nn.Module, list[tuple[Any, ...]]]] = []
+    if convention == "marian" and plain:
+        ids = torch.tensor([[4, 9, 2]], device=device)
+        calls: list[tuple[Any, ...]] = [(torch.Size([2, 5]),), (torch.Size([1, 3]), 7)]
+        calls.append((torch.Size([1, 3]), 0, ids))
+        new: nn.Module = MarianPositions(d, num_positions=count, **_factory(table))
+        forms.append(("rows past .. past+s-1 of (b, s)", new, calls))
+    if convention == "tensor2tensor" and not cos_first and zero is not None and count > zero + 8:
+        pad, n = zero, count - zero - 1
+        ids = torch.tensor([[pad, pad, 7, 8, 9], [5, 6, 7, 8, pad]], device=device) % count
+        new = M2M100Positions(d, pad, num_positions=n, **_factory(table))
+        calls = [(ids,), (ids, {"past_key_values_length": 2})]
+        forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
+        new = TableRows(
+            d,
+            convention=convention,
+            cos_first=False,
+            rule="tokens",
+            zero_row=pad,
+            num_positions=count,
+            **_factory(table),
+        )
+        forms.append((f"fairseq numbering of token ids + past (padding {pad})", new, calls))
+    two = len([p for p in _positional(module)]) >= 2
+    for k in sorted({0, 1, 2, *(() if zero is None else (zero + 1,))}):
+        ids = torch.tensor([[0, 3, 1, 7], [2, 2, 5, 0]], device=device)
+        if convention == "tensor2tensor" and plain and k == 0:
+            new = WhisperEncoderPositions(count, d, **_factory(table))
+        else:
+            new = TableRows(
+                d,
+                convention=convention,
+                cos_first=cos_first,
+                rule="ids",
+                offset=k,
+                zero_row=zero,
+                num_positions=count,
+                **_factory(table),
+            )
+        forms.append((f"rows position_ids + {k}", new, [(ids,), *([(ids, 3)] if two else [])]))
+    three = torch.zeros(2, 2, 5, dtype=torch.int64, device=device)
+    new = TableRows(
+        d,
+        convention=convention,
+        cos_first=cos_first,
+        rule="length",
+        zero_row=zero,
+        num_positions=count,
+        **_factory(table),
+    )
+    forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
+    return forms
+
+
+def _positional(module: nn.Module) -> list[str]:
+    return [p.name for p in forward_parameters(module) or () if p.kind <= 1]
+
+
+def _call(function: Any, args: tuple[Any, ...]) -> Any:
+    if args and isinstance(args[-1], dict):
+        return function(*args[:-1], **args[-1])
+    return function(*args)
+
+
+def _same(module: nn.Module, new: nn.Module, calls: list[tuple[Any, ...]], atol: float) -> bool:
+    with probing(module) as call:
+        for args in calls:
+            try:
+                theirs = _call(call, args)
+            except Exception:  # a foreign module refusing a probe: not this form
+                return False
+            try:
+                ours = _call(new, args)
+            except (TypeError, ValueError):  # a call posenc's module does not take
+                return False
+            if not isinstance(theirs, torch.Tensor) or theirs.shape != ours.shape:
+                return False
+            if largest_difference(theirs, ours, torch.tensor(atol)).ratio > 1.0:
+                return False
+    return True
+
+
+def _looks_like_a_table(table: torch.Tensor) -> bool:
+    """Cheap: values within [-1, 1] and row 0 made of zeros and ones (or all zero)."""
+    first = table[0].detach().double()
+    ones_and_zeros = bool(((first.abs() < 1e-6) | ((first - 1).abs() < 1e-6)).all())
+    return ones_and_zeros and float(table.detach().abs().max()) <= 1.0 + 1e-3
+
+
+def examine_table(module: nn.Module, *, looks_positional: bool) -> Any:
+    """``(record, replacement)``, the reason the table stays, or None (not positional)."""
+    found = table_of(module)
+    if found is None:
+        return None
+    attribute, table = found
+    trainable = isinstance(table, nn.Parameter) and table.requires_grad
+    learned = f"learned table (trainable parameter {attribute!r}, not a sinusoidal table)"
+    if not looks_positional and (trainable or not _looks_like_a_table(table)):
+        return None  # a weight matrix, or a table of something else
+    if table.device.type == "meta":
+        return "its table is on the meta device: nothing to verify"
+    if trainable and not _looks_like_a_table(table):
+        return learned
+    match = match_table(table)
+    if isinstance(match, str):
+        return learned if trainable else match
+    atol = 1e-6 + 2e-7 * table.shape[0] + float(torch.finfo(table.dtype).eps)
+    name = match[0] + (", cos first" if match[1] else "")
+    for reads, new, calls in _forms(module, table, match):
+        if _same(module, new, calls, atol):
+            reads += f" (a trainable {attribute!r} holding the table)" if trainable else ""
+            return Replaced("", "absolute", name, reads, type(new).__name__), new
+    return (
+        f"its {attribute!r} is the {name!r} table, but its call is not understood: "
+        f"{signature_text(module)}"
+    )

@@ -1,0 +1,81 @@
+"""Calling a module to verify it, without leaving a trace; comparing what it returned."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+__all__ = ["Difference", "forward_parameters", "largest_difference", "probing", "where"]
+
+
+def forward_parameters(module: nn.Module) -> list[inspect.Parameter] | None:
+    """The parameters of ``module.forward`` (``None`` when they cannot be read)."""
+    try:
+        return list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+
+
+def signature_text(module: nn.Module) -> str:
+    """``forward(a, b=0)``, for reasons given in the report."""
+    try:
+        return f"forward{inspect.signature(module.forward)}"
+    except (TypeError, ValueError):
+        return "forward(?)"
+
+
+def where(module: nn.Module) -> torch.device:
+    """The device of the module's own tensors (CPU when it has none)."""
+    for tensor in [*module.buffers(), *module.parameters()]:
+        return tensor.device
+    return torch.device("cpu")
+
+
+@contextmanager
+def probing(module: nn.Module) -> Iterator[Callable[..., Any]]:
+    """A caller of ``module`` under ``torch.no_grad()`` that restores the module's buffers and
+    plain attributes afterwards (some modules grow a table or change frequencies when called
+    with far positions)."""
+    state = {k: v for k, v in vars(module).items() if k not in ("_buffers", "_parameters")}
+    buffers = dict(module._buffers)
+    parameters = dict(module._parameters)
+    try:
+        with torch.no_grad():
+            yield module
+    finally:
+        for key in [k for k in vars(module) if k not in state and not k.startswith("_")]:
+            delattr(module, key)
+        vars(module).update(state)
+        module._buffers.clear()
+        module._buffers.update(buffers)
+        module._parameters.clear()
+        module._parameters.update(parameters)
+
+
+class Difference(NamedTuple):
+    """The worst element of ``|theirs - ours| / tolerance``."""
+
+    ratio: float
+    value: float
+    at: tuple[int, ...]
+
+
+def largest_difference(
+    theirs: torch.Tensor, ours: torch.Tensor, tolerance: torch.Tensor
+) -> Difference:
+    """The worst difference, relative to ``tolerance`` (broadcast to the tensors' shape).
+
+    NaN counts as infinitely far; shapes must agree (the caller checks).
+    """
+    error = (theirs.detach().cpu().double() - ours.detach().cpu().double()).abs()
+    ratio = (error / tolerance).nan_to_num(nan=float("inf"))
+    flat = int(ratio.reshape(-1).argmax()) if ratio.numel() else 0
+    if not ratio.numel():
+        return Difference(0.0, 0.0, ())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ratio.shape))
+    return Difference(float(ratio[index]), float(error[index]), index)

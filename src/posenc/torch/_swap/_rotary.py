@@ -1,0 +1,321 @@
+"""Rotary modules: recognised by their call and output, verified against posenc's tables.
+
+A rotary module is called ``module(x, position_ids)`` (or ``module(x, position_ids,
+layer_type)``) and returns the RoPE tables of ``position_ids`` in one of four forms (``n``
+pairs, ``r = 2n`` rotated channels, ``θ_k = p·ω_k``)::
+
+    half         (cos, sin), each (..., r): [θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]  (rotate_half)
+    interleaved  (cos, sin), each (..., r): [θ_0, θ_0, θ_1, θ_1, ...]          (pairs 2k, 2k+1)
+    columns      (cos, sin), each (..., n): [θ_0 .. θ_{n-1}]                    (one per pair)
+    complex      one complex tensor (..., n): a·exp(iθ_k)                       (freqs_cis)
+
+posenc computes its own float64 tables from the module's config (or its ``dim`` and ``base``)
+and compares them with what the module returns for the same call; only a module whose output
+is posenc's within a float32 build's error, in one of these forms, is replaced.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._kernels._cast import cast_exact
+from ..hf import LlamaRotary
+from ._probe import forward_parameters, largest_difference, probing, signature_text, where
+from ._seam import layer_types, rope_module
+
+__all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary", "rotary_call"]
+
+LAYOUTS = ("half", "interleaved", "columns", "complex")
+
+# Probe positions: the first 256, then far ones (a second call, so that rope types whose
+# frequencies depend on the length are verified on both sides of their switch).
+_NEAR = torch.arange(256)
+_FAR = torch.cat([_NEAR, torch.tensor([1000, 2500, 4095])])
+
+
+def _layout_of(half: torch.Tensor, layout: str) -> torch.Tensor:
+    """A float64 ``half`` table ``(..., 2n)`` in ``layout`` (``complex`` takes the cos part)."""
+    n = half.shape[-1] // 2
+    if layout == "half":
+        return half
+    if layout == "interleaved":
+        return half[..., :n].repeat_interleave(2, dim=-1)
+    return half[..., :n].contiguous()
+
+
+def rotary_outputs(
+    rotary: Any, x: torch.Tensor, position_ids: torch.Tensor, layout: str, dtype: torch.dtype
+) -> Any:
+    """posenc's tables for ``position_ids`` in ``layout``, rounded once to ``dtype``."""
+    probe = torch.empty(0, dtype=torch.float64, device=x.device)
+    cos, sin = rotary(probe, position_ids)
+    cos, sin = _layout_of(cos, layout), _layout_of(sin, layout)
+    if layout == "complex":
+        return torch.complex(cos, sin).to(dtype)
+    return cast_exact(cos, dtype), cast_exact(sin, dtype)
+
+
+class RotaryTables(nn.Module):
+    """RoPE tables in the form and dtype of the rotary module it replaces.
+
+    Built by :func:`posenc.torch.hf.swap_positions` for rotary modules that return interleaved
+    pairs, one column per pair or complex phasors, or that are called per layer type. Each
+    layer type's frequencies are those of a :class:`posenc.torch.hf.LlamaRotary` (float64,
+    every rope type); the tables are rounded once to the output dtype.
+
+    Args:
+        rotaries: layer type (``None`` when called without one) → ``LlamaRotary``.
+        layout: ``"half"``, ``"interleaved"``, ``"columns"`` or ``"complex"``.
+        dtype: the output dtype; ``None`` follows ``x.dtype``.
+
+    Shapes (``forward``): ``x`` any tensor (its dtype and device are used), ``position_ids``
+    integer ``(b, s)``; returns ``(cos, sin)`` of ``(b, s, r)`` (``(b, s, r/2)`` for
+    ``columns``) or one complex ``(b, s, r/2)``.
+    """
+
+    def __init__(
+        self, rotaries: dict[str | None, Any], layout: str, dtype: torch.dtype | None = None
+    ) -> None:
+        super().__init__()
+        self.rotaries = dict(rotaries)
+        self.layout = layout
+        self.dtype = dtype
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> Any:
+        """The tables of ``position_ids`` (for ``layer_type``), as the replaced module gave."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        rotary = self.rotaries.get(layer_type)
+        if rotary is None:
+            known = sorted(str(k) for k in self.rotaries)
+            raise ValueError(f"layer_type must be one of {known}, got {layer_type!r}")
+        dtype = x.dtype if self.dtype is None else self.dtype
+        return rotary_outputs(rotary, x, position_ids, self.layout, dtype)
+
+    def extra_repr(self) -> str:
+        keys = ", ".join(str(k) for k in self.rotaries)
+        return f"layout={self.layout!r}, layer_types=[{keys}], dtype={self.dtype}"
+
+
+# -- recognising ---------------------------------------------------------------------------------
+
+
+def rotary_call(module: nn.Module) -> bool | str:
+    """Whether ``module`` is called with a layer type, or why its call is not understood.
+
+    Understood: ``forward(x, position_ids)`` and ``forward(x, position_ids, layer_type)``
+    (other parameters must have defaults).
+    """
+    params = forward_parameters(module)
+    names = [p.name for p in params or ()]
+    if len(names) < 2 or names[1] != "position_ids":
+        return f"call signature not understood: {signature_text(module)}"
+    required = [
+        p.name for p in params or () if p.default is inspect.Parameter.empty and p.kind <= 2
+    ]
+    if any(name not in (names[0], "position_ids", "layer_type") for name in required):
+        return f"call signature not understood: {signature_text(module)}"
+    return "layer_type" in names[2:3]
+
+
+@dataclass(frozen=True)
+class RotaryFinding:
+    """A verified rotary module: its form, output dtype rule and posenc's frequencies."""
+
+    layout: str
+    rotaries: dict[str | None, Any]
+    dtype: torch.dtype | None
+
+    def detail(self) -> str:
+        def one(rotary: Any) -> str:
+            kind = "default" if rotary.scaling is None else rotary.scaling.rope_type
+            return f"{kind}, r={rotary.rotary_dim}"
+
+        if list(self.rotaries) == [None]:
+            return one(self.rotaries[None])
+        return "; ".join(f"{k}: {one(r)}" for k, r in self.rotaries.items())
+
+    def replacement(self) -> nn.Module:
+        if self.layout == "half" and self.dtype is None and list(self.rotaries) == [None]:
+            public: nn.Module = self.rotaries[None]  # the public drop-in does exactly this
+            return public
+        return RotaryTables(self.rotaries, self.layout, self.dtype)
+
+
+def _candidates(module: nn.Module, layer_type: str | None) -> list[Any]:
+    """posenc modules that may compute ``module``'s frequencies, or the reasons they cannot."""
+    found: list[Any] = []
+    config = getattr(module, "config", None)
+    if config is not None:
+        try:
+            found.append(rope_module(config, layer_type))
+        except Exception as exc:  # a foreign config may raise anything: it is the reason
+            found.append(f"its config cannot be read: {type(exc).__name__}: {exc}")
+    dim, base = getattr(module, "dim", None), None
+    for name in ("base", "theta", "rope_theta"):
+        base = base or getattr(module, name, None)
+    if isinstance(dim, int) and isinstance(base, int | float) and layer_type is None:
+        try:
+            found.append(LlamaRotary(dim, base=float(base)))
+        except (TypeError, ValueError) as exc:
+            found.append(f"its dim/base cannot be used: {exc}")
+    return found or ["no config and no dim/base attributes to compute its frequencies from"]
+
+
+# -- verifying -----------------------------------------------------------------------------------
+
+
+def _parts(output: Any) -> tuple[str, tuple[torch.Tensor, ...]] | None:
+    """``("pair", (cos, sin))`` or ``("complex", (real, imag))``, or None for anything else."""
+    if isinstance(output, torch.Tensor) and output.is_complex():
+        return "complex", (output.real, output.imag)
+    if (
+        isinstance(output, tuple | list)
+        and len(output) == 2
+        and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in output)
+        and output[0].shape == output[1].shape
+    ):
+        return "pair", (output[0], output[1])
+    return None
+
+
+def _describe(output: Any) -> str:
+    if isinstance(output, torch.Tensor):
+        return f"a {output.dtype} tensor of shape {tuple(output.shape)}"
+    if isinstance(output, tuple | list):
+        return f"a {type(output).__name__} of {len(output)} items"
+    return f"a {type(output).__name__}"
+
+
+def _layouts(form: str, width: int, rotary_dim: int) -> tuple[str, ...]:
+    if form == "complex":
+        return ("complex",) if width == rotary_dim // 2 else ()
+    if width == rotary_dim:
+        return ("half", "interleaved")
+    return ("columns",) if width == rotary_dim // 2 else ()
+
+
+def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | None, str]:
+    """The layout in which ``output`` is posenc's table of ``positions``, or why none is."""
+    found = _parts(output)
+    if found is None:
+        return None, f"returns {_describe(output)}, not (cos, sin) or complex phasors"
+    form, theirs = found
+    width, r = theirs[0].shape[-1], rotary.rotary_dim
+    layouts = _layouts(form, width, r)
+    if not layouts:
+        return None, f"its tables are {width} wide; posenc's rotary_dim is {r} ({r // 2} pairs)"
+    cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
+    scale = max(1.0, float(cos.abs().max()))
+    eps = float(torch.finfo(theirs[0].dtype).eps)
+    p = positions.cpu().double().abs().unsqueeze(-1)
+    tolerance = 1e-6 + scale * (4 * eps + 1e-6 * p * float(rotary._omega.max()))
+    best: tuple[float, str] = (float("inf"), "")
+    for layout in layouts:
+        ours = (_layout_of(cos, layout), _layout_of(sin, layout))
+        if theirs[0].shape != ours[0].shape:
+            return None, (
+                f"returns shape {tuple(theirs[0].shape)} for position_ids of shape "
+                f"{tuple(positions.shape)}; posenc's is {tuple(ours[0].shape)}"
+            )
+        diffs = [largest_difference(t, o, tolerance) for t, o in zip(theirs, ours, strict=True)]
+        worst = max(range(2), key=lambda i: diffs[i].ratio)
+        if diffs[worst].ratio <= 1.0:
+            return layout, ""
+        if diffs[worst].ratio < best[0]:
+            *_, row, channel = diffs[worst].at
+            position = int(positions.reshape(-1)[row])
+            best = (
+                diffs[worst].ratio,
+                f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
+                f"channel {channel}, position {position}, by {diffs[worst].value:.2g}",
+            )
+    return None, best[1]
+
+
+def _layer_types(module: nn.Module) -> list[str] | str:
+    config = getattr(module, "config", None)
+    types = [] if config is None else layer_types(config)
+    if not types:
+        return "it is called with a layer_type, but its config names no layer types"
+    return types
+
+
+def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | None:
+    """The module's outputs for near and far positions (float32) and for a bfloat16 ``x``;
+    None when it refuses ``key`` (a layer type without RoPE), or why the call failed."""
+    device = where(module)
+    near, far = _NEAR[None].to(device), _FAR[None].to(device)
+    extra = () if key is None else (key,)
+    x32 = torch.zeros(1, 1, 1, device=device)
+    with probing(module) as call:
+        try:
+            return (
+                call(x32, near, *extra),
+                call(x32, far, *extra),
+                call(x32.to(torch.bfloat16), near[:, :4], *extra),
+            )
+        except Exception as exc:  # any failure of a foreign module is a reason
+            if key is not None and isinstance(exc, AttributeError | KeyError):
+                return None
+            return f"calling it as {signature_text(module)} failed: {type(exc).__name__}: {exc}"
+
+
+def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype | None] | str:
+    """(posenc's module, layout, dtype rule) that reproduce ``module`` for ``key``, or why not."""
+    outputs = _probe(module, key)
+    if outputs is None or isinstance(outputs, str):
+        return outputs or ""
+    near, far, low = outputs
+    reasons = []
+    for candidate in _candidates(module, key):
+        if isinstance(candidate, str):
+            reasons.append(candidate)
+            continue
+        layout, why = _compare(near, candidate, _NEAR[None])
+        if layout is not None:
+            far_layout, why = _compare(far, candidate, _FAR[None])
+            layout = layout if far_layout == layout else None
+        if layout is None:
+            reasons.append(why)
+            continue
+        parts = _parts(low)
+        low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
+        dtype = None if low_dtype == torch.bfloat16 else low_dtype
+        return candidate, layout, dtype
+    return reasons[0]
+
+
+def examine_rotary(module: nn.Module) -> RotaryFinding | str:
+    """What ``module`` computes, verified, or the reason it is left in place."""
+    with_layer = rotary_call(module)
+    if isinstance(with_layer, str):
+        return with_layer
+    if where(module).type == "meta":
+        return "its tensors are on the meta device: nothing to verify"
+    keys = _layer_types(module) if with_layer else [None]
+    if isinstance(keys, str):
+        return keys
+    rotaries: dict[str | None, Any] = {}
+    layouts, dtypes = set(), set()
+    for key in keys:
+        found = _verified(module, key)
+        if found == "":
+            continue  # a layer type without RoPE: the module refuses it too
+        if isinstance(found, str):
+            return found if key is None else f"layer type {key!r}: {found}"
+        rotaries[key], layout, dtype = found
+        layouts.add(layout)
+        dtypes.add(dtype)
+    if not rotaries:
+        return f"it refuses every layer type of its config ({', '.join(map(str, keys))})"
+    if len(layouts) > 1 or len(dtypes) > 1:
+        return f"its layer types use different forms ({sorted(layouts)}, {dtypes})"
+    return RotaryFinding(layouts.pop(), rotaries, dtypes.pop())

@@ -1,0 +1,59 @@
+"""The one place the swap reads the rope settings of a config.
+
+:func:`rope_module` turns a ``transformers`` config (and, for models whose rotary module is
+called per layer type, that layer type) into the posenc module that computes its RoPE
+frequencies in float64. When posenc reads whole per-layer plans from a config, this function
+will ask the plan; nothing else in the swap reads a config's rope settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hf import LlamaRotary
+
+__all__ = ["layer_types", "rope_module"]
+
+
+class _LayerView:
+    """``config`` as seen by one layer type: its per-layer config and rope parameters."""
+
+    def __init__(self, config: Any, layer_type: str) -> None:
+        try:  # a config may hold one config per layer type
+            self._config = config.per_layer_config[layer_type]
+        except Exception:  # none, or none for this layer type: the config itself
+            self._config = config
+        params = getattr(self._config, "rope_parameters", None) or {}
+        self.rope_parameters = params.get(layer_type, params) if _nested(params) else params
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._config, name)
+
+
+def _nested(params: Any) -> bool:
+    return isinstance(params, dict) and any(isinstance(v, dict) for v in params.values())
+
+
+def layer_types(config: Any) -> list[str]:
+    """The layer types a rotary module of ``config`` may be called with: the config's
+    ``layer_types`` and the keys of per-layer-type ``rope_parameters``."""
+    params = getattr(config, "rope_parameters", None)
+    items = params.items() if isinstance(params, dict) else ()
+    nested = [k for k, v in items if isinstance(v, dict)]
+    return sorted({str(t) for t in [*(getattr(config, "layer_types", None) or ()), *nested]})
+
+
+def rope_module(config: Any, layer_type: str | None = None) -> Any:
+    """The :class:`posenc.torch.hf.LlamaRotary` of ``config`` (for ``layer_type``).
+
+    Raises ``ValueError``/``TypeError`` saying what in the config posenc cannot read (an
+    unknown rope type, nested per-layer parameters without a layer type, missing keys).
+    """
+    if layer_type is not None:
+        config = _LayerView(config, layer_type)
+    elif _nested(getattr(config, "rope_parameters", None)):
+        raise ValueError(
+            "config.rope_parameters holds one entry per layer type "
+            f"({sorted(config.rope_parameters)}), and the module is not called with one"
+        )
+    return LlamaRotary.from_config(config)

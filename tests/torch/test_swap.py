@@ -1,0 +1,369 @@
+"""``swap_positions`` finds positional modules by what they compute, in any model.
+
+Tiny random models (2 layers, hidden size 64, vocabulary 128, seeded) are built from
+``transformers`` configs; nothing is downloaded. For each causal LM the swapped copy must give
+the original's logits on a left-padded batch and the same greedy generation with a KV cache
+(tokens and step logits), within 1e-4; feeding the swapped modules doubled positions must
+change the logits (the comparison can fail). The default run covers one model of each form
+(half, interleaved, one column per pair, complex phasors, per layer type, partial rotation);
+the others are marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from posenc.torch.hf import LlamaRotary, SwapReport, swap_positions  # noqa: E402
+
+ATOL = 1e-4
+PAD = 0
+SMALL = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+    "head_dim": 16,
+    "moe_intermediate_size": 32,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "num_kv_heads": 2,
+    "initializer_range": 0.2,  # spread the logits so greedy choices are not near-ties
+}
+# model type -> what its rotary module returns (the default run takes one of each form)
+DEFAULT = {
+    "llama": "half",
+    "cohere": "interleaved",
+    "gpt_oss": "columns",
+    "deepseek_v2": "complex",
+    "gemma3_text": "half, per layer type",
+    "gpt_neox": "half, partial rotation",
+}
+MORE = [
+    "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "falcon", "stablelm", "olmo",
+    "olmo2", "granite", "starcoder2", "deepseek_v3", "glm4", "glm", "llama4_text", "dbrx",
+    "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium", "deepseek_v4",
+    "granite_swa",
+]  # fmt: skip
+MODELS = [*DEFAULT, *(pytest.param(name, marks=pytest.mark.slow) for name in MORE)]
+
+
+def tiny_config(model_type: str):
+    """The model type's default config, shrunk (only keys the config has are changed)."""
+    auto = importlib.import_module("transformers.models.auto.configuration_auto")
+    config_class = auto.CONFIG_MAPPING[model_type]
+    defaults = config_class().to_dict()
+    small = {k: v for k, v in SMALL.items() if k in defaults}
+    if "kv_lora_rank" in defaults:  # multi-head latent attention: as many kv heads as heads
+        small["num_key_value_heads"] = small["num_attention_heads"]
+        small.pop("head_dim", None)
+    if model_type == "gemma3_text":  # one layer of each type
+        small["layer_types"] = ["sliding_attention", "full_attention"]
+    if model_type == "dbrx":
+        small.update(d_model=64, n_heads=4, n_layers=2, max_seq_len=512)
+        small["attn_config"] = {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}
+        small["ffn_config"] = {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}
+    config = config_class(**small)
+    config.pad_token_id = PAD
+    for name in ("bos_token_id", "eos_token_id"):
+        if getattr(config, name, None) is not None:
+            setattr(config, name, 1)
+    return config
+
+
+_BUILT: dict[str, tuple] = {}
+
+
+def build(model_type: str):
+    """(original, swapped, report), built once per session."""
+    if model_type not in _BUILT:
+        config = tiny_config(model_type)
+        torch.manual_seed(0)
+        original = transformers.AutoModelForCausalLM.from_config(config).eval()
+        swapped = copy.deepcopy(original)
+        _BUILT[model_type] = (original, swapped, swap_positions(swapped))
+    return _BUILT[model_type]
+
+
+def prompts() -> tuple[torch.Tensor, torch.Tensor]:
+    """A left-padded batch: three pads in the first row."""
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(2, 128, (2, 9), generator=gen)
+    ids[0, :3] = PAD
+    return ids, ids.ne(PAD).long()
+
+
+def logits(model) -> torch.Tensor:
+    ids, mask = prompts()
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask).logits
+    return out[mask.bool()]  # padding rows are not compared
+
+
+def generate(model):
+    ids, mask = prompts()
+    return model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=8,
+        min_new_tokens=8,
+        do_sample=False,
+        use_cache=True,
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=PAD,
+    )
+
+
+@pytest.mark.parametrize("model_type", MODELS)
+def test_causal_lm_swap_gives_the_same_logits_and_generation(model_type):
+    original, swapped, report = build(model_type)
+    assert report.replaced, str(report)
+    assert all(r.kind == "rotary" for r in report.replaced)
+    assert not [x for x in report.left if "rotary" in x.name], str(report)
+    for name in report.names:
+        assert type(swapped.get_submodule(name)).__module__.startswith("posenc.")
+    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
+    ours, theirs = generate(swapped), generate(original)
+    assert torch.equal(ours.sequences, theirs.sequences)
+    assert len(ours.logits) == 8
+    for a, b in zip(ours.logits, theirs.logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
+
+
+class _DoubledPositions(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, position_ids, *rest):
+        return self.inner(x, position_ids * 2, *rest)
+
+
+@pytest.mark.parametrize("model_type", list(DEFAULT))
+def test_doubled_positions_in_the_swapped_modules_change_the_logits(model_type):
+    original, swapped, report = build(model_type)
+    control = copy.deepcopy(swapped)
+    for name in report.names:
+        parent, _, child = name.rpartition(".")
+        module = control.get_submodule(parent) if parent else control
+        setattr(module, child, _DoubledPositions(getattr(module, child)))
+    assert float((logits(control) - logits(original)).abs().max()) > 1e-3
+
+
+def test_the_report_says_what_each_replaced_module_computes():
+    forms = {t: build(t)[2].replaced[0] for t in DEFAULT}
+    assert forms["llama"].layout == "half"
+    assert forms["llama"].replacement == "LlamaRotary"
+    assert forms["cohere"].layout == "interleaved"
+    assert forms["gpt_oss"].layout == "columns"
+    assert forms["deepseek_v2"].layout == "complex"
+    assert "full_attention" in forms["gemma3_text"].detail
+    assert "sliding_attention" in forms["gemma3_text"].detail
+    assert forms["gpt_neox"].detail == "default, r=4"  # a quarter of head_dim 16
+    swapped = build("llama")[1]
+    assert swapped.model.rotary_emb.config is swapped.config  # models may read it
+    text = str(build("cohere")[2])
+    assert text.splitlines()[0] == "SwapReport: 1 replaced, 0 left"
+    assert "model.rotary_emb" in text
+    assert "interleaved" in text
+    assert "RotaryTables" in text
+    assert repr(build("cohere")[2]) == text
+
+
+# -- found by what they compute, not by their names ------------------------------------------
+
+
+class AngleTables(torch.nn.Module):
+    """Llama's rotary module, copied under another name (no subclass)."""
+
+    def __init__(self, config, interleave: bool = False):
+        super().__init__()
+        self.config, self.interleave = config, interleave
+        base = config.rope_parameters["rope_theta"]
+        dim = config.hidden_size // config.num_attention_heads
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        freqs = position_ids[..., None].float() * self.inv_freq
+        if self.interleave:
+            emb = torch.repeat_interleave(freqs, 2, dim=-1)
+        else:
+            emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+@pytest.mark.parametrize(("model_type", "interleave"), [("llama", False), ("cohere", True)])
+def test_renamed_copies_are_found_and_replaced(model_type, interleave):
+    original, _, _ = build(model_type)
+    original = copy.deepcopy(original)
+    original.model.rotary_emb = AngleTables(original.config, interleave)
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["model.rotary_emb"]
+    assert report.replaced[0].layout == ("interleaved" if interleave else "half")
+    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
+
+
+# -- what is left, and why -------------------------------------------------------------------
+
+
+def test_a_module_whose_frequencies_differ_is_left_with_the_channel():
+    original, _, _ = build("llama")
+    model = copy.deepcopy(original)
+    with torch.no_grad():
+        model.model.rotary_emb.inv_freq[5] *= 1.001
+    report = swap_positions(model)
+    assert report.names == []
+    (left,) = report.left
+    assert left.name == "model.rotary_emb"
+    assert "differs from posenc's" in left.reason
+    assert "channel 5," in left.reason or "channel 13," in left.reason  # 5 + 8 pairs
+    assert type(model.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"
+    with pytest.raises(ValueError, match=r"(?s)strict=True.*model\.rotary_emb"):
+        swap_positions(model, strict=True)
+
+
+class RotaryBySeqLen(torch.nn.Module):
+    def forward(self, x, seq_len):
+        return x
+
+
+def test_positional_looking_modules_that_are_not_understood_are_reported():
+    model = torch.nn.Sequential()
+    model.add_module("rotary", RotaryBySeqLen())
+    model.add_module("embed_positions", torch.nn.Embedding(10, 4))
+    report = swap_positions(model)
+    assert report.names == []
+    reasons = {x.name: x.reason for x in report.left}
+    assert reasons["rotary"] == "call signature not understood: forward(x, seq_len)"
+    assert reasons["embed_positions"].startswith("learned table (trainable parameter 'weight'")
+    assert "2 left" in str(report)
+    with pytest.raises(ValueError, match="learned table"):
+        swap_positions(model, strict=True)
+
+
+def test_no_positional_module_is_said_clearly():
+    report = swap_positions(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    assert isinstance(report, SwapReport)
+    assert report.replaced == ()
+    assert report.left == ()
+    assert str(report) == repr(report) == "SwapReport: no positional module found"
+    assert swap_positions(torch.nn.Linear(2, 2), strict=True).names == []
+
+
+def test_strict_leaves_the_model_unchanged_and_a_second_swap_reports_posenc_modules():
+    original, _, _ = build("llama")
+    model = copy.deepcopy(original)
+    model.model.extra_rotary = RotaryBySeqLen()
+    with pytest.raises(ValueError, match="extra_rotary"):
+        swap_positions(model, strict=True)
+    assert type(model.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"
+    del model.model.extra_rotary
+    assert swap_positions(model).names == ["model.rotary_emb"]
+    again = swap_positions(model)
+    assert again.replaced == ()
+    assert again.already == ("model.rotary_emb",)
+    assert "already posenc's (model.rotary_emb)" in str(again)
+    assert isinstance(model.model.rotary_emb, LlamaRotary)
+
+
+def test_check_is_no_longer_an_argument():
+    with pytest.raises(TypeError, match="check"):
+        swap_positions(torch.nn.Linear(2, 2), check=False)
+
+
+# -- absolute tables: another attribute, another call, [cos | sin] ----------------------------
+
+
+def _fsmt():
+    config = transformers.FSMTConfig(
+        langs=["en", "de"], src_vocab_size=100, tgt_vocab_size=100, d_model=32,
+        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2, forced_eos_token_id=None, init_std=0.3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.FSMTForConditionalGeneration(config).eval()
+
+
+def _xglm():
+    config = transformers.XGLMConfig(
+        vocab_size=100, d_model=32, num_layers=1, attention_heads=2, ffn_dim=64,
+        max_position_embeddings=64, pad_token_id=1, init_std=0.3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.XGLMForCausalLM(config).eval()
+
+
+def _same_generation(a, b, **inputs) -> None:
+    kw = {"max_new_tokens": 8, "min_new_tokens": 8, "do_sample": False, "use_cache": True}
+    x = a.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
+    y = b.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
+    assert torch.equal(x.sequences, y.sequences)
+    for p, q in zip(x.logits, y.logits, strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=ATOL)
+
+
+def test_fsmt_table_is_found_and_the_model_is_unchanged():
+    original = _fsmt()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["model.encoder.embed_positions", "model.decoder.embed_positions"]
+    assert {r.layout for r in report.replaced} == {"tensor2tensor"}
+    assert "fairseq numbering" in report.replaced[0].detail
+    ids = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 7, 8, 9]])
+    mask = ids.ne(1).long()
+    _same_generation(swapped, original, input_ids=ids, attention_mask=mask)
+
+
+def test_xglm_positions_read_with_their_offset():
+    original = _xglm()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["model.embed_positions"]
+    assert report.replaced[0].detail == "rows position_ids + 2"
+    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
+    _same_generation(swapped, original, input_ids=ids, attention_mask=torch.ones_like(ids))
+
+
+def test_musicgen_cos_first_table():
+    config = transformers.MusicgenDecoderConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
+        max_position_embeddings=64, num_codebooks=2, pad_token_id=63, bos_token_id=63,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    original = transformers.MusicgenForCausalLM(config).eval()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["model.decoder.embed_positions"]
+    assert report.replaced[0].layout == "tensor2tensor, cos first"
+    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = [m(input_ids=ids).logits for m in (swapped, original)]
+        past = swapped(input_ids=ids[:, :4], use_cache=True).past_key_values
+        step = swapped(input_ids=ids[:, 4:], past_key_values=past).logits
+    torch.testing.assert_close(full[0], full[1], rtol=0, atol=ATOL)
+    torch.testing.assert_close(step, full[1][:, 4:], rtol=0, atol=ATOL)
