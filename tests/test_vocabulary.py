@@ -37,7 +37,7 @@ PATTERN = rf"{S}[ _-]?00[0-4]|{S}s [0-9, /and]*00[0-4]|the {S}s\b|{S}s'|{S} reci
 TEXT = re.compile(PATTERN, re.IGNORECASE)
 BYTES = re.compile(PATTERN.encode("ascii"), re.IGNORECASE)
 
-SUBCOMMANDS = ["", "demo", "table", "plot", "inspect", "identify"]
+SUBCOMMANDS = ["", "demo", "table", "plot", "inspect", "identify", "plan"]
 
 
 def searched_files() -> list[Path]:

@@ -1,0 +1,277 @@
+"""``posenc plan CONFIG.json``: the RoPE of every layer of a model, from its ``config.json``.
+
+Prints :func:`posenc.rope_plan` of a Hugging Face ``config.json``: a table with one row per
+distinct kind of layer (which layers, rope type, base, rotated and head channels, pair layout,
+attention factor, axes and sections, whether the layer rotates), then the scaling parameters,
+where each pair layout comes from, the inert keys and the notes. ``--json`` prints the same as
+one JSON object (docs/reference/cli.md describes its fields), the frequencies as float64
+numbers written with enough digits to read back exactly.
+
+The file is read defensively: its size is checked against ``--max-bytes`` before it is read,
+it must be UTF-8 JSON holding one object nested at most 64 levels deep, and a config the plan
+rejects (an unknown rope key, a missing size) is one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import add_subcommand
+from ._readers import FileError, default_max_bytes, format_size, parse_size
+
+HELP = "print the RoPE of every layer of a model, from its Hugging Face config.json"
+
+#: The deepest nesting of lists and objects accepted in a config file.
+MAX_DEPTH = 64
+
+
+def add_parser(sub: Any) -> None:
+    parser = add_subcommand(sub, "plan", HELP, __doc__)
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="a config.json file")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--layer-type",
+        metavar="T",
+        help="show only the layers of this type (e.g. sliding_attention)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=parse_size,
+        metavar="SIZE",
+        help="largest file to read, e.g. 1M (K, M, G, T: powers of 1024; default a quarter "
+        f"of physical memory, here {format_size(default_max_bytes())})",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._rope_plan import rope_plan
+
+    max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
+    config = read_config_file(args.config, max_bytes)
+    try:
+        plan = rope_plan(config)
+        if args.layer_type is not None:
+            plan.layer(args.layer_type)  # checks the name
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"{args.config}: {exc}") from None
+    report = plan_dict(plan, args.layer_type)
+    if args.json:
+        print(json.dumps({"file": str(args.config), **report}, indent=2))
+    else:
+        print(plan_text(str(args.config), report))
+    return 0
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
+    """The JSON object in ``path``, read at most ``max_bytes``; one-line errors naming it."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, expected a config.json file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise FileError(
+            f"{path} holds {format_size(size)}, more than --max-bytes ({format_size(max_bytes)});"
+            " pass a larger --max-bytes to read it"
+        )
+    with path.open("rb") as file:  # a device or a growing file may hold more than st_size
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        config = json.loads(text)
+    except RecursionError:
+        raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise FileError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise FileError(f"{path} must hold a JSON object (a config.json), got {_kind(config)}")
+    if _depth(config) > MAX_DEPTH:
+        raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels")
+    return config
+
+
+def _kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return deepest
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples as lists and NumPy numbers and arrays as Python ones."""
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
+    scaling = layer.scaling
+    return {
+        "layer_type": layer.layer_type,
+        "layers": indices,
+        "uses_positions": layer.uses_positions,
+        "rope_type": layer.rope_type,
+        "base": layer.base,
+        "scaling": None if scaling is None else _plain(dict(scaling.params)),
+        "head_dim": layer.head_dim,
+        "rotary_dim": layer.rotary_dim,
+        "pairs": layer.pairs,
+        "pairs_source": layer.pairs_source,
+        "attention_factor": layer.attention_factor,
+        "axes": list(layer.axes),
+        "sections": list(layer.sections),
+        "interleaved_sections": layer.interleaved_sections,
+        "schedule": layer.schedule,
+        "slot_order": list(layer.slot_order),
+        "unsupported": layer.unsupported or None,
+        "inert": {str(k): _plain(v) for k, v in layer.inert},
+        "notes": list(layer.notes),
+        "frequencies": [float(w) for w in layer.frequencies],
+    }
+
+
+def plan_dict(plan: Any, layer_type: str | None = None) -> dict[str, Any]:
+    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind."""
+    groups: list[tuple[Any, list[int] | None, list[str]]] = []
+    if plan.layers:
+        for i, layer in enumerate(plan.layers):
+            for kind, indices, notes in groups:
+                if _same_kind(kind, layer) and indices is not None:
+                    indices.append(i)
+                    notes.extend(n for n in layer.notes if n not in notes)
+                    break
+            else:
+                groups.append((layer, [i], list(layer.notes)))
+    else:  # the config does not say which layer uses which set
+        groups = [(kind, None, list(kind.notes)) for kind in plan.kinds.values()]
+    if layer_type is not None:
+        groups = [g for g in groups if g[0].layer_type == layer_type]
+    return {
+        "model_type": plan.model_type,
+        "source": plan.source,
+        "num_layers": len(plan.layers),
+        "kinds": [_layer_dict(kind, indices) | {"notes": notes} for kind, indices, notes in groups],
+        "notes": list(plan.notes),
+    }
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Whether two layers go in one row: equal, or both without RoPE (their notes, which name
+    the layer, are merged)."""
+    if a.uses_positions or b.uses_positions:
+        return bool(a == b)
+    return bool(a.layer_type == b.layer_type and a.head_dim == b.head_dim)
+
+
+# --------------------------------------------------------------------------- the table
+
+_COLUMNS = (
+    "layers",
+    "layer type",
+    "rope type",
+    "base",
+    "rotary/head",
+    "pairs",
+    "attention",
+    "axes (sections)",
+    "positions",
+)
+
+
+def _ranges(indices: list[int] | None) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``; None -> ``"-"``."""
+    if not indices:
+        return "-"
+    parts = []
+    start = previous = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == previous + 1:
+            previous = i
+            continue
+        parts.append(f"{start}" if start == previous else f"{start}-{previous}")
+        if i is not None:
+            start = previous = i
+    return ",".join(parts)
+
+
+def _row(kind: dict[str, Any]) -> list[str]:
+    if not kind["uses_positions"]:
+        return [_ranges(kind["layers"]), kind["layer_type"], *["-"] * 6, "no"]
+    axes = "-"
+    if kind["axes"]:
+        sections = "/".join(str(s) for s in kind["sections"])
+        axes = ",".join(kind["axes"]) + f" ({sections})"
+        if kind["interleaved_sections"]:
+            axes += " interleaved"
+    return [
+        _ranges(kind["layers"]),
+        kind["layer_type"],
+        kind["rope_type"],
+        f"{kind['base']:g}",
+        f"{kind['rotary_dim']}/{kind['head_dim']}",
+        kind["pairs"],
+        f"{kind['attention_factor']:.6g}",
+        axes,
+        "yes" if not kind["unsupported"] else "yes (no tables)",
+    ]
+
+
+def _details(kinds: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    sources = dict.fromkeys((k["pairs"], k["pairs_source"]) for k in kinds if k["uses_positions"])
+    lines += [f"pairs {pairs}: from {source}" for pairs, source in sources]
+    for k in kinds:
+        if k["scaling"]:
+            params = ", ".join(f"{n}={v!r}" for n, v in k["scaling"].items())
+            lines.append(f"scaling of {k['layer_type']} ({k['rope_type']}): {params}")
+        if k["unsupported"]:
+            lines.append(f"no tables for {k['layer_type']}: {k['unsupported']}")
+    inert = {n: v for k in kinds for n, v in k["inert"].items()}
+    lines += [f"inert key {n} = {json.dumps(v)}" for n, v in inert.items()]
+    return lines
+
+
+def plan_text(name: str, report: dict[str, Any]) -> str:
+    """The report of :func:`plan_dict` as a table and a few lines of details and notes."""
+    kinds = report["kinds"]
+    head = f"{name}: model_type {report['model_type']}, {report['num_layers']} layers"
+    lines = [head + f", rope parameters from {report['source']}", ""]
+    rows = [list(_COLUMNS), *(_row(k) for k in kinds)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    details = _details(kinds)
+    notes = list(dict.fromkeys([*report["notes"], *(n for k in kinds for n in k["notes"])]))
+    if details or notes:
+        lines.append("")
+    lines += details + [f"note: {n}" for n in notes]
+    return "\n".join(lines)
