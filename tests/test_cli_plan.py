@@ -246,3 +246,14 @@ def test_every_subcommand_is_in_the_help_tests() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(sub.choices) == sorted(c for c in SUBCOMMANDS if c)
+
+
+def test_a_config_claiming_billions_of_layers_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"model_type": "llama", "head_dim": 8, "num_hidden_layers": 10**9}
+    config["rope_local_base_freq"] = 1
+    assert main(["plan", str(write(tmp_path, config))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "num_hidden_layers must be between 0 and 65536" in err

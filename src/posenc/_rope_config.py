@@ -194,7 +194,21 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
     return _int(where, name, hidden) // _int(where, "num_attention_heads", heads)
 
 
+#: The most layers a config may declare (real models have a few hundred at most): a plan holds
+#: one entry per layer, so a config claiming billions is refused rather than built.
+MAX_LAYERS = 1 << 16
+
+
+def _layer_count(d: dict[str, Any], where: str) -> None:
+    layers = d.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and not 0 <= layers <= MAX_LAYERS:
+        raise ValueError(
+            f"{where}.num_hidden_layers must be between 0 and {MAX_LAYERS}, got {layers!r}"
+        )
+
+
 def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
+    _layer_count(d, where)
     types = d.get("layer_types")
     if types is not None:
         if isinstance(types, str) or not all(isinstance(t, str) for t in types):
