@@ -102,10 +102,11 @@ def _rope_edge(v: Violation) -> bool:
     return kind == "dynamic" and any(i >= 2**40 for i in _ints(v.call, ("seq_len",)))
 
 
-def _tiny_base(v: Violation) -> bool:
+def _extreme_base(v: Violation) -> bool:
     bases = [v.call.kwargs.get(n) for n in ("base", "max_period")]
-    tiny = [float(b) for b in bases if isinstance(b, numbers.Real) and 0 < float(b) < 1e-30]
-    return v.kind in ("wrong", "raised", "unnamed") and bool(tiny)
+    reals = [float(b) for b in bases if isinstance(b, numbers.Real) and float(b) > 0]
+    extreme = [b for b in reals if b < 1e-30 or b > 1e300]
+    return v.kind in ("wrong", "raised", "unnamed") and bool(extreme)
 
 
 def _mismatched_pairs(v: Violation) -> bool:
@@ -443,9 +444,10 @@ KNOWN: list[Known] = [
         _yarn_call,
     ),
     Known(
-        "tiny-base-nan",
-        "a tiny base (1e-300, 5e-324) overflows the frequencies: NaN tables",
-        _tiny_base,
+        "extreme-base",
+        "a tiny base (1e-300, 5e-324) overflows the frequencies: NaN tables (also inf "
+        "wavelengths for base 1e308, and errors that blame scale for a tiny max_period)",
+        _extreme_base,
         lambda: _call(
             "posenc.sinusoidal",
             posenc.sinusoidal,
