@@ -31,6 +31,7 @@ _ALLOCATION = (
     "Storage size calculation overflowed",
     "Overflow when unpacking long",
     "without overflow",
+    "cannot be represented as a SymInt",
     "too large to convert to C long",
 )
 
@@ -282,7 +283,8 @@ def _marian_shape(v: Violation) -> bool:
 
 def _m2m100_arguments(v: Violation) -> bool:
     labels = ("hf.M2M100Positions", "M2M100Positions.forward")
-    return v.call.label in labels and _hostile(v, "inputs_embeds", "padding_idx", "num_positions")
+    named = _hostile(v, "inputs_embeds", "padding_idx", "num_positions")
+    return v.call.label in labels and (named or v.kind == "unnamed")
 
 
 def _token_ids_dtype(v: Violation) -> bool:
@@ -290,6 +292,26 @@ def _token_ids_dtype(v: Violation) -> bool:
     labels = ("hf.fairseq_positions", "M2M100Positions.forward")
     odd = _is_torch(ids) and (ids.dtype.is_complex or str(ids.dtype) == "torch.bool")
     return v.call.label in labels and v.kind == "accepted" and odd
+
+
+def _padding_wraps(v: Violation) -> bool:
+    ids, pad = v.call.kwargs.get("input_ids"), v.call.kwargs.get("padding_idx")
+    labels = ("hf.fairseq_positions", "M2M100Positions.forward")
+    if v.call.label not in labels or v.kind != "wrong" or not _is_torch(ids):
+        return False
+    if pad is None:  # M2M100Positions: the module's padding_idx
+        return ids.dtype.itemsize < 8
+    return int(pad) > _torch().iinfo(ids.dtype).max
+
+
+def _padding_wraps_call() -> Call:
+    def check(out):
+        assert out.tolist() == [[258, 259, 260]], f"got {out.tolist()}"
+
+    ids = _torch().tensor([[4, 5, 1]], dtype=_torch().uint8)
+    return _call(
+        "hf.fairseq_positions", _pt().hf.fairseq_positions, check, input_ids=ids, padding_idx=257
+    )
 
 
 def _embedding_ids(v: Violation) -> bool:
@@ -531,7 +553,8 @@ KNOWN: list[Known] = [
     ),
     Known(
         "m2m100-arguments",
-        "M2M100Positions does not check inputs_embeds, and blames 'offset' for a huge padding_idx",
+        "M2M100Positions does not check inputs_embeds, and blames 'offset' for a huge "
+        "padding_idx or past_key_values_length",
         _m2m100_arguments,
         _m2m100_call,
         needs_torch=True,
@@ -541,6 +564,14 @@ KNOWN: list[Known] = [
         "fairseq_positions (and M2M100Positions) accept bool and complex token ids",
         _token_ids_dtype,
         _fairseq_call,
+        needs_torch=True,
+    ),
+    Known(
+        "fairseq-padding-idx-wraps",
+        "fairseq_positions / M2M100Positions compare the ids with padding_idx in the ids' "
+        "dtype: uint8 ids with padding_idx 257 treat token 1 as padding",
+        _padding_wraps,
+        _padding_wraps_call,
         needs_torch=True,
     ),
     Known(

@@ -20,7 +20,7 @@ from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
 from .test_torch import expect_tensor  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, hostile_tensors  # noqa: E402
-from .values import BASES, HUGE, count, flag, scalings  # noqa: E402
+from .values import BASES, HUGE, count, flag, integers, scalings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -259,7 +259,10 @@ def test_fairseq_positions(data: st.DataObject) -> None:
     a.draw(
         "input_ids",
         choose(
-            st.just(ids) | st.just(ids.to(torch.int32)) | st.just(ids[0]),
+            st.just(ids)
+            | st.just(ids.to(torch.int32))
+            | st.just(ids.to(torch.uint8))
+            | st.just(ids[0]),
             st.sampled_from(
                 [
                     *NOT_TENSORS,
@@ -271,7 +274,14 @@ def test_fairseq_positions(data: st.DataObject) -> None:
             ),
         ),
     )
-    pad = a.draw("padding_idx", count(0, 5, huge="doubtful"))
+    pad = a.draw(
+        "padding_idx",
+        choose(
+            integers(0, 5),
+            st.sampled_from([-1, "1", None, 1.5]),
+            st.sampled_from([257, 2**31 + 1, 2**32 + 1, *HUGE]),
+        ),
+    )
     past = a.draw("past_key_values_length", PAST, optional=True)
 
     def check(out):
