@@ -272,7 +272,7 @@ def _check_shift_nan(v: Violation) -> bool:
 
 
 def _bad_device(v: Violation) -> bool:
-    return v.kind in ("raised", "unnamed") and _hostile(v, "device")
+    return v.kind in ("raised", "unnamed", "accepted") and _hostile(v, "device")
 
 
 def _marian_shape(v: Violation) -> bool:
@@ -537,7 +537,8 @@ KNOWN: list[Known] = [
     ),
     Known(
         "torch-device-unchecked",
-        "a bad device raises torch's RuntimeError/AssertionError (or blames positions)",
+        "a bad device raises torch's RuntimeError/AssertionError, blames positions, or is "
+        "ignored (empty positions)",
         _bad_device,
         _device_call,
         needs_torch=True,

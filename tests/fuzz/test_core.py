@@ -362,20 +362,7 @@ def test_sinusoidal_grid(data: st.DataObject) -> None:
         "shape",
         choose(
             st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim).map(tuple),
-            st.sampled_from(
-                [
-                    (0, 3),
-                    (2, -1),
-                    (2, 2, 2, 2),
-                    (2.5, 2),
-                    (True, 2),
-                    "22",
-                    None,
-                    5,
-                    (2**40, 2**40),
-                    (1, 2**53),
-                ]
-            ),
+            st.sampled_from(bad_shapes(ndim)),
         ),
     )
     base = a.draw("base", BASES, optional=True)
@@ -440,6 +427,23 @@ def test_sinusoidal_grid(data: st.DataObject) -> None:
             },
         )
     )
+
+
+def bad_shapes(ndim: int) -> list:
+    """Shapes no grid of ``ndim`` axes has (empty, negative, fractional, bool, too large)."""
+    rest = (2,) * (ndim - 1)
+    return [
+        (0, *rest),
+        (*rest, -1),
+        (2, 2, 2, 2),
+        (2.5, *rest),
+        (True, *rest),
+        "22",
+        None,
+        5,
+        (2**40,) * ndim,
+        (*rest, 2**53),
+    ]
 
 
 def reals_pos():
