@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
-from hypothesis import strategies as st
+import pytest
 
-from .contract import Drawn, choose
-from .values import (
+torch = pytest.importorskip("torch")
+
+from hypothesis import strategies as st  # noqa: E402
+
+from .contract import Drawn, choose  # noqa: E402
+from .values import (  # noqa: E402
     HUGE,
     INF,
     NAN,
