@@ -1,6 +1,14 @@
-"""Shared test configuration: a deterministic, CI-sized hypothesis profile."""
+"""Shared test configuration: a deterministic, CI-sized hypothesis profile, and the profiles of
+the fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one)."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from .fuzz import profile as fuzz_profile
 
 settings.register_profile(
     "posenc",
@@ -10,3 +18,46 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("posenc")
+
+_FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+
+# The whole fuzz suite in about two minutes on a busy two-core machine, the same examples on
+# every run.
+settings.register_profile(
+    fuzz_profile.FIXED,
+    max_examples=fuzz_profile.EXAMPLES[fuzz_profile.FIXED],
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=_FUZZ_HEALTH,
+)
+# POSENC_FUZZ=long: many more examples, from a random seed printed in the header and summary.
+settings.register_profile(
+    fuzz_profile.LONG,
+    max_examples=fuzz_profile.EXAMPLES[fuzz_profile.LONG],
+    deadline=None,
+    derandomize=False,
+    database=None,
+    print_blob=True,
+    suppress_health_check=_FUZZ_HEALTH,
+)
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny tensors: one intra-op thread is fastest and steady on a busy machine."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return fuzz_profile.header()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if fuzz_profile.SEED is not None:
+        terminalreporter.write_line(fuzz_profile.header())

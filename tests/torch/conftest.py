@@ -1,21 +1,10 @@
-"""Fixtures shared by the torch tests."""
+"""The torch tests' terminal summary (the fixtures they share are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
-
-
-@pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny tensors: one intra-op thread is fastest and steady on a busy machine."""
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,0 +1,497 @@
+"""Fuzz the NumPy core: tables, frequencies, RoPE, grids, timesteps (see ``contract.py``)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import posenc
+
+from .checks import (
+    check_rope_tables,
+    check_rotation,
+    check_rows,
+    effective_seq_len,
+    exact,
+    grid_coords,
+    rope_reference,
+)
+from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, enforce, expect_array
+from .profile import fuzz
+from .reference import (
+    EPS,
+    check_pair_norms,
+    check_relative,
+    compare,
+    exact_omega,
+    exact_rows,
+    grid_channels,
+    sinusoid_channels,
+    timestep_channels,
+)
+from .values import (
+    BASES,
+    CONVENTIONS,
+    HUGE,
+    NUMPY_DTYPES,
+    WRONG_TYPES,
+    count,
+    finite,
+    flag,
+    meaning,
+    name,
+    positions,
+    scalings,
+    timesteps,
+)
+
+PAIRS = ("half", "interleaved")
+NOT_NONE = [v for v in WRONG_TYPES if v is not None]
+BAD_PAIRS = ["", "neox", "HALF", None, 1, ["half"], b"half"]
+
+
+def out_dtype(args: Args, default=np.float32) -> np.dtype:
+    return np.dtype(args.kwargs["dtype"]) if "dtype" in args.kwargs else np.dtype(default)
+
+
+def fast_paths(data: st.DataObject, fn):
+    """``fn`` under ``posenc.set_fast_paths(True or False)`` (both must give correct tables)."""
+    enabled = data.draw(st.booleans(), label="fast paths")
+
+    def call(**kwargs):
+        with posenc.set_fast_paths(enabled):
+            return fn(**kwargs)
+
+    return call
+
+
+@fuzz(scale=3)
+@given(st.data())
+def test_sinusoidal(data: st.DataObject) -> None:
+    a = Args(data)
+    pos = a.draw("positions", positions())
+    d = a.draw("d_model", count(1, 40))
+    base = a.draw("base", BASES, optional=True)
+    conv = a.draw("convention", name(CONVENTIONS), optional=True)
+    a.draw("dtype", NUMPY_DTYPES, optional=True)
+
+    def check(out):
+        shape, flat = meaning(pos)
+        dtype = out_dtype(a)
+        expect_array(out, (*shape, int(d)), dtype)
+        channels = sinusoid_channels(int(d), float(base or 10000.0), conv or "paper")
+        check_rows(out.reshape(-1, int(d)).astype(np.float64), flat, channels, dtype.name)
+
+    enforce(a.call("posenc.sinusoidal", fast_paths(data, posenc.sinusoidal), check))
+
+
+@fuzz()
+@given(st.data())
+def test_frequencies(data: st.DataObject) -> None:
+    a = Args(data)
+    d = a.draw("d_model", count(1, 64))
+    base = a.draw("base", BASES, optional=True)
+    conv = a.draw("convention", name(CONVENTIONS), optional=True)
+
+    def check(omega):
+        d_, b = int(d), float(base or 10000.0)
+        if (conv or "paper") == "tensor2tensor":
+            exps = [Fraction(k, max(d_ // 2 - 1, 1)) for k in range(d_ // 2)]
+        else:
+            exps = [Fraction(2 * k, d_) for k in range((d_ + 1) // 2)]
+        expect_array(omega, (len(exps),), np.float64)
+        for k, e in enumerate(exps):
+            want, rel = exact_omega(b, e)
+            assert abs(omega[k] - float(want)) <= rel * float(want) + 1e-300, f"ω_{k}"
+
+    enforce(a.call("posenc.frequencies", posenc.frequencies, check))
+
+
+def rope_arguments(a: Args, data: st.DataObject) -> dict:
+    """head_dim, base, rotary_dim, scaling (jointly valid when drawn valid)."""
+    head_dim = a.draw("head_dim", count(2, 32, huge="doubtful"))  # huge: fine with rotary_dim
+    base = a.draw("base", BASES, optional=True)
+    h = int(head_dim) if a.kinds["head_dim"] == VALID else 8
+    rotary_dim = a.draw(
+        "rotary_dim",
+        choose(
+            st.integers(1, h // 2).map(lambda k: 2 * k),
+            st.sampled_from([h + 2, 1, 3, 0, -2, *NOT_NONE, 2.0, *HUGE[:3]]),
+        ),
+        optional=True,
+    )
+    r = h if rotary_dim is None or a.kinds["rotary_dim"] != VALID else int(rotary_dim)
+    if r % 2:
+        a.kinds["head_dim"] = DOUBTFUL  # an odd head_dim needs an even rotary_dim
+        r = max(2, r - 1)
+    b = float(base) if base is not None and a.kinds["base"] != HOSTILE else 10000.0
+    scaling = a.draw("scaling", scalings(r, b), optional=True)
+    spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
+    if spec is not None and spec.rope_type == "dynamic" and r < 4:
+        a.kinds["scaling"] = DOUBTFUL
+    return {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim, "scaling": scaling}
+
+
+SCALING_NAMES = {"scaling": ("scaling", "rope_type", "dim"), "base": ("base", "rope_theta")}
+
+
+@fuzz(scale=2)
+@given(st.data())
+def test_rotary_cos_sin(data: st.DataObject) -> None:
+    a = Args(data)
+    pos = a.draw("positions", positions())
+    rope = rope_arguments(a, data)
+    pairs = a.draw("pairs", name(PAIRS), optional=True)
+    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    seq_len = a.draw("seq_len", count(0, 10**6, huge="doubtful", none=True), optional=True)
+
+    def check(result):
+        cos, sin = result
+        shape, flat = meaning(pos)
+        length = effective_seq_len(rope["scaling"], seq_len, flat)
+        r, omega, attention = rope_reference(
+            int(rope["head_dim"]), rope["rotary_dim"], rope["base"], rope["scaling"], length
+        )
+        dtype = out_dtype(a)
+        for table in (cos, sin):
+            expect_array(table, (*shape, r), dtype)
+        check_rope_tables(
+            cos.reshape(-1, r).astype(np.float64),
+            sin.reshape(-1, r).astype(np.float64),
+            flat,
+            omega,
+            attention,
+            pairs or "half",
+            dtype.name,
+        )
+
+    enforce(a.call("posenc.rotary_cos_sin", posenc.rotary_cos_sin, check, aliases=SCALING_NAMES))
+
+
+@fuzz()
+@given(st.data())
+def test_rope_frequencies(data: st.DataObject) -> None:
+    a = Args(data)
+    dim = a.draw(
+        "dim",
+        choose(
+            st.integers(1, 32).map(lambda k: 2 * k),
+            st.sampled_from([1, 3, 0, -2, *WRONG_TYPES, 4.0, *HUGE]),
+        ),
+    )
+    base = a.draw("base", BASES, optional=True)
+    r = int(dim) if a.kinds["dim"] == VALID else 8
+    b = float(base) if base is not None and a.kinds["base"] != HOSTILE else 10000.0
+    scaling = a.draw("scaling", scalings(r, b), optional=True)
+    a.draw("seq_len", count(0, 10**6, huge="doubtful", none=True), optional=True)
+    spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
+    if spec is not None and spec.rope_type == "dynamic" and r < 4:
+        a.kinds["scaling"] = DOUBTFUL
+
+    def check(result):
+        omega, attention = result
+        expect_array(omega, (r // 2,), np.float64)
+        assert isinstance(attention, float)
+        assert math.isfinite(attention)
+        assert attention > 0
+        assert np.all(omega >= 0), "a negative frequency"
+        if spec is None or spec.rope_type in ("default", "linear"):
+            factor = 1.0 if spec is None or spec.rope_type == "default" else spec.factor
+            for k in range(r // 2):
+                want, rel = exact_omega(b, Fraction(2 * k, r))
+                want = float(want) / factor
+                assert abs(omega[k] - want) <= (rel + 2 * EPS) * want + 1e-300, f"ω_{k}"
+            assert attention == 1.0
+
+    enforce(
+        a.call("posenc.rope_frequencies", posenc.rope_frequencies, check, aliases=SCALING_NAMES)
+    )
+
+
+@fuzz(scale=0.5)
+@given(st.data())
+def test_rope_scaling(data: st.DataObject) -> None:
+    a = Args(data)
+    scaling = a.draw("scaling", scalings(8, 10000.0))
+    needs_more = isinstance(scaling, dict) and (
+        "rope_theta" in scaling or "short_factor" in scaling
+    )
+    if needs_more and a.kinds["scaling"] != VALID:
+        a.kinds["scaling"] = DOUBTFUL  # checked against a base or a dim, given elsewhere
+
+    def check(spec):
+        if scaling is None:
+            assert spec is None
+            return
+        assert isinstance(spec, posenc.RopeScaling)
+        assert posenc.rope_scaling(spec) is spec
+        assert spec == posenc.RopeScaling(spec.rope_type, **spec.params)
+
+    enforce(a.call("posenc.rope_scaling", posenc.rope_scaling, check))
+
+
+def rotary_inputs(data: st.DataObject, a: Args):
+    """x, and cos/sin tables built for a layout, drawn valid or hostile."""
+    head_dim = data.draw(st.integers(1, 8).map(lambda k: 2 * k), label="head_dim")
+    r = data.draw(st.integers(1, head_dim // 2).map(lambda k: 2 * k), label="r")
+    lead = data.draw(st.sampled_from([(3,), (2, 3), (1, 2, 3), (2, 1, 3), (0,), (2, 0)]))
+    dtype = data.draw(st.sampled_from(["float16", "float32", "float64"]), label="x dtype")
+    x = data.draw(hnp_arrays(dtype, (*lead, head_dim)), label="x values")
+    layout = data.draw(st.sampled_from(PAIRS), label="table layout")
+    pos = data.draw(st.lists(st.integers(-(10**6), 10**6), min_size=lead[-1], max_size=lead[-1]))
+    table_dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="table dtype")
+    cos, sin = posenc.rotary_cos_sin(pos, head_dim, rotary_dim=r, pairs=layout, dtype=table_dtype)
+    x = a.draw(
+        "x",
+        choose(
+            st.just(x),
+            st.sampled_from(
+                [
+                    x.astype(np.int64),
+                    None,
+                    "x",
+                    [["a"]],
+                    x.astype(np.complex128),
+                    x[..., :1],
+                    np.float64(1.0),
+                ]
+            ),
+        ),
+    )
+    bad_tables = [
+        cos[..., :1],
+        cos[..., :-1] if r > 2 else cos[..., :1],
+        np.ones((*cos.shape[:-1], head_dim + 2)),
+        cos.astype(np.complex64),
+        cos.astype(np.int32),
+        np.ones((5, r)),
+        None,
+    ]
+    cos = a.draw("cos", choose(st.just(cos), st.sampled_from(bad_tables)))
+    sin = a.draw("sin", choose(st.just(sin), st.sampled_from([np.zeros((7, r)), "s"])))
+    return layout, r
+
+
+def hnp_arrays(dtype: str, shape: tuple[int, ...]):
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.arrays(dtype, shape, elements=st.floats(-4, 4, width=16))
+
+
+@fuzz(scale=2)
+@given(st.data())
+def test_apply_rotary(data: st.DataObject) -> None:
+    a = Args(data)
+    layout, r = rotary_inputs(data, a)
+    pairs = a.draw(
+        "pairs", choose(st.sampled_from(PAIRS), st.sampled_from(BAD_PAIRS)), optional=True
+    )
+    rotary_dim = a.draw(
+        "rotary_dim", choose(st.just(r), st.sampled_from([r + 2, 1, "4", None])), optional=True
+    )
+    if rotary_dim is None and "rotary_dim" in a.kwargs and a.kinds["rotary_dim"] == HOSTILE:
+        a.kinds["rotary_dim"] = VALID  # None means "cos.shape[-1]"
+    mismatch = (pairs or "half") != layout
+    if mismatch and a.kinds.get("pairs", VALID) == VALID:
+        a.kinds["pairs"] = DOUBTFUL  # tables of the other layout: refuse, or rotate correctly
+
+    def check(out):
+        x, cos, sin = a.kwargs["x"], a.kwargs["cos"], a.kwargs["sin"]
+        expect_array(out, x.shape, x.dtype)
+        check_rotation(x, out, cos, sin, layout, out.dtype.name)
+        unit = np.finfo(cos.dtype).eps * 4 + 4 * np.finfo(out.dtype).eps
+        check_pair_norms(x, out, layout, r, 1.0, unit, out.dtype.name)
+
+    call = a.call(
+        "posenc.apply_rotary",
+        posenc.apply_rotary,
+        check,
+        aliases={"pairs": ("pairs", "layout")},
+        facts={"mismatch": mismatch},
+    )
+    enforce(call)
+
+
+@fuzz(scale=0.5)
+@given(
+    q=st.lists(st.floats(-2, 2), min_size=8, max_size=8),
+    k=st.lists(st.floats(-2, 2), min_size=8, max_size=8),
+    at=st.tuples(st.integers(-(10**5), 10**5), st.integers(-(10**5), 10**5)),
+    shift=st.integers(-(10**5), 10**5),
+    pairs=st.sampled_from(PAIRS),
+)
+def test_rope_dot_products_depend_on_distance_only(q, k, at, shift, pairs) -> None:
+    def rotate(v, p):
+        cos, sin = posenc.rotary_cos_sin([p], 8, pairs=pairs, dtype=np.float64)
+        return posenc.apply_rotary(np.asarray(v)[None], cos, sin, pairs=pairs)[0]
+
+    check_relative(rotate, np.asarray(q), np.asarray(k), at, shift, 1e-9)
+
+
+GRID_D = {"mae": 4, "timm": 4, "timm_interleaved": 4, "diffusers_3d": 16, "positional_encodings": 1}
+GRID_NDIMS = {"diffusers_3d": (3,), "positional_encodings": (1, 2, 3)}
+
+
+def per_axis(strategy, ndim: int):
+    """A number, or one per axis."""
+    drawn = st.tuples(*[strategy] * ndim).map(list)
+    return strategy | drawn | drawn.map(tuple) | drawn.map(np.array)
+
+
+@fuzz(scale=2)
+@given(st.data())
+def test_sinusoidal_grid(data: st.DataObject) -> None:
+    a = Args(data)
+    conv = a.draw("convention", name(tuple(GRID_D)), optional=True)
+    c = conv if a.kinds.get("convention", VALID) == VALID and conv else "mae"
+    ndim = data.draw(st.sampled_from(GRID_NDIMS.get(c, (2,))), label="ndim")
+    unit = GRID_D[c]
+    a.draw(
+        "d_model",
+        choose(
+            st.integers(1, 6).map(lambda m: m * unit)
+            | st.integers(1, 13).filter(lambda v: v % unit == 0),
+            st.sampled_from([unit + 2 if unit > 1 else 0, 0, -4, *WRONG_TYPES, *HUGE[:4]]),
+        ),
+    )
+    a.draw(
+        "shape",
+        choose(
+            st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim).map(tuple),
+            st.sampled_from(bad_shapes(ndim)),
+        ),
+    )
+    base = a.draw("base", BASES, optional=True)
+    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    size = a.draw(
+        "base_size",
+        choose(per_axis(reals_pos(), ndim), st.sampled_from([0, -1.0, "x", [1.0] * (ndim + 1)])),
+        optional=True,
+    )
+    scale = a.draw(
+        "interpolation_scale",
+        choose(per_axis(reals_pos(), ndim), st.sampled_from([0, math.nan, [1.0] * (ndim + 2)])),
+        optional=True,
+    )
+    offset = a.draw(
+        "offset",
+        choose(
+            per_axis(st.integers(-100, 100) | st.floats(-50, 50), ndim),
+            st.sampled_from([math.inf, "1", [0] * (ndim + 1), 2.0**60]),
+        ),
+        optional=True,
+    )
+    cls = a.draw("cls_token", flag(), optional=True)
+    extra = a.draw("extra_tokens", count(0, 3), optional=True)
+    flatten = a.draw("flatten", flag(), optional=True)
+    if cls and extra and a.kinds["cls_token"] == a.kinds["extra_tokens"] == VALID:
+        a.kinds["extra_tokens"] = DOUBTFUL  # documented: not both
+    rows_extra = 0
+    if a.kinds.get("extra_tokens", VALID) == VALID and a.kinds.get("cls_token", VALID) == VALID:
+        rows_extra = int(extra or 0) + int(bool(cls))
+    if flatten is not None and not flatten and rows_extra and a.kinds["flatten"] == VALID:
+        a.kinds["flatten"] = DOUBTFUL  # documented: no place for extra rows
+
+    def check(out):
+        shape = tuple(int(n) for n in a.kwargs["shape"])
+        d = int(a.kwargs["d_model"])
+        dtype = out_dtype(a)
+        flat = flatten is None or bool(flatten)
+        cells = math.prod(shape)
+        expect_array(out, (rows_extra + cells, d) if flat else (*shape, d), dtype)
+        table = out.reshape(-1, d).astype(np.float64)
+        assert not np.any(table[:rows_extra]), "extra rows are not zero"
+        axes = [grid_coords(i, shape, size, scale, offset) for i in range(len(shape))]
+        channels = grid_channels(c, d, len(shape), float(base or 10000.0))
+        picks = sorted({0, cells // 2, cells - 1})
+        coords = [
+            tuple(axes[ax][idx] for ax, idx in enumerate(np.unravel_index(p, shape))) for p in picks
+        ]
+        values, errors = exact_rows(coords, channels)
+        compare(table[[rows_extra + p for p in picks]], values, errors, dtype.name)
+
+    enforce(
+        a.call(
+            "posenc.sinusoidal_grid",
+            posenc.sinusoidal_grid,
+            check,
+            aliases={
+                "shape": ("shape", "grid positions"),
+                "offset": ("offset", "grid positions"),
+                "base_size": ("base_size",),
+                "interpolation_scale": ("interpolation_scale",),
+            },
+        )
+    )
+
+
+def bad_shapes(ndim: int) -> list:
+    """Shapes no grid of ``ndim`` axes has (empty, negative, fractional, bool, too large)."""
+    rest = (2,) * (ndim - 1)
+    return [
+        (0, *rest),
+        (*rest, -1),
+        (2, 2, 2, 2),
+        (2.5, *rest),
+        (True, *rest),
+        "22",
+        None,
+        5,
+        (2**40,) * ndim,
+        (*rest, 2**53),
+    ]
+
+
+def reals_pos():
+    return st.floats(0.25, 64.0) | st.integers(1, 32)
+
+
+def near_pole(a: Args, dim, shift) -> None:
+    """A shift near dim // 2 makes the exponent blow up: it may be refused."""
+    if a.kinds["dim"] == VALID and a.kinds.get("downscale_freq_shift") == VALID:
+        h = int(dim) // 2
+        if h >= 2 and abs(h - float(shift)) < 0.5:
+            a.kinds["downscale_freq_shift"] = DOUBTFUL
+
+
+@fuzz(scale=2)
+@given(st.data())
+def test_timestep_embedding(data: st.DataObject) -> None:
+    a = Args(data)
+    t = a.draw("timesteps", timesteps())
+    dim = a.draw("dim", count(1, 40))
+    period = a.draw("max_period", BASES, optional=True)
+    flip = a.draw("flip_sin_to_cos", flag(), optional=True)
+    shift = a.draw("downscale_freq_shift", finite(-4.0, 4.0, extra=(0.0, 1.0)), optional=True)
+    scale = a.draw("scale", finite(-1e3, 1e3, extra=(1.0, 1000.0)), optional=True)
+    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    near_pole(a, dim, shift)
+
+    def check(out):
+        array = np.asarray(t)
+        if array.dtype.kind not in "iuf":
+            array = array.astype(np.int64)
+        dtype = out_dtype(a)
+        expect_array(out, (*array.shape, int(dim)), dtype)
+        s = exact(1 if scale is None else scale)
+        flat = [exact(v) * s for v in array.reshape(-1).tolist()]
+        channels = timestep_channels(
+            int(dim),
+            float(period or 10000.0),
+            float(shift if shift is not None else 1.0),
+            bool(flip),
+        )
+        check_rows(out.reshape(-1, int(dim)).astype(np.float64), flat, channels, dtype.name)
+
+    enforce(
+        a.call(
+            "posenc.timestep_embedding",
+            posenc.timestep_embedding,
+            check,
+            aliases={"scale": ("scale",), "timesteps": ("timesteps",)},
+        )
+    )
