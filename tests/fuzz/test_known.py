@@ -17,7 +17,11 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _param(entry):
-    marks = [pytest.mark.xfail(strict=True, raises=Violation, reason=entry.reason)]
+    marks = (
+        []
+        if entry.fixed
+        else [pytest.mark.xfail(strict=True, raises=Violation, reason=entry.reason)]
+    )
     if entry.needs_torch and not HAS_TORCH:
         marks.append(pytest.mark.skip(reason="needs torch"))
     return pytest.param(entry, id=entry.id, marks=marks)

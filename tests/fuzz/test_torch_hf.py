@@ -357,9 +357,10 @@ def test_swap_positions(data: st.DataObject) -> None:
             st.sampled_from([None, "model", [torch.nn.Linear(2, 2)], {"a": 1}]),
         ),
     )
-    a.draw("check", flag(), optional=True)
+    a.draw("strict", flag(), optional=True)
 
-    def check(names):
-        assert names == []
+    def check(report):
+        assert report.names == []
+        assert report.replaced == ()
 
     enforce(a.call("hf.swap_positions", hf.swap_positions, check))

@@ -80,7 +80,10 @@ def hostile_tensors() -> st.SearchStrategy[Any]:
 
 def positions() -> st.SearchStrategy[Drawn]:
     """Positions for the torch front-end: tensors, arrays, lists, an int length."""
-    return choose(tensors() | valid_positions(), hostile_tensors() | st.sampled_from([*HUGE, -1]))
+    return choose(
+        tensors() | valid_positions(whole_floats=False),
+        hostile_tensors() | st.sampled_from([*HUGE, -1]),
+    )
 
 
 def meaning(value: Any) -> tuple[tuple[int, ...], list[Any]]:

@@ -153,11 +153,15 @@ def valid_position_arrays() -> st.SearchStrategy[np.ndarray]:
     return ints.flatmap(lambda a: _int_array(*a)) | floats.flatmap(lambda a: _float_array(*a))
 
 
-def valid_positions() -> st.SearchStrategy[Any]:
-    """An int length, a float (one position), a list, or an array of any shape and dtype."""
+def valid_positions(*, whole_floats: bool = True) -> st.SearchStrategy[Any]:
+    """An int length, a float (one position), a list, or an array of any shape and dtype.
+
+    ``whole_floats=False``: no bare whole float (``3.0`` could mean a length or a position,
+    and ``positions`` refuses it)."""
+    single = st.floats(-1e7, 1e7, allow_nan=False, allow_infinity=False)
     return st.one_of(
         integers(0, 24),
-        st.floats(-1e7, 1e7, allow_nan=False, allow_infinity=False),
+        single if whole_floats else single.filter(lambda v: not float(v).is_integer()),
         st.lists(st.integers(-(10**7), 10**7), max_size=5),
         st.lists(st.floats(-1e7, 1e7, allow_nan=False, allow_infinity=False), max_size=4),
         valid_position_arrays(),
@@ -207,7 +211,8 @@ def hostile_positions() -> st.SearchStrategy[Any]:
 
 def positions() -> st.SearchStrategy[Drawn]:
     """Positions: an int is a length (so a negative or huge one is hostile)."""
-    return choose(valid_positions(), hostile_positions() | st.sampled_from([*HUGE, -1, -(2**63)]))
+    hostile = st.sampled_from([*HUGE, -1, -(2**63), 0.0, 3.0, np.float32(2.0)])
+    return choose(valid_positions(whole_floats=False), hostile_positions() | hostile)
 
 
 def timesteps() -> st.SearchStrategy[Drawn]:
