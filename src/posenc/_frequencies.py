@@ -84,7 +84,7 @@ and their angles at positions up to 2**53 must stay finite), got 1e-300
     base = check_base(name, value)
     if base < MIN_BASE:
         raise ValueError(
-            f"{name} must be a number >= 2**-970 (about 1e-292; the frequencies reach 1/{name}, "
+            f"{name} must be a number >= 2**-970 (about 1e-292; the frequencies reach 1/base, "
             f"and their angles at positions up to 2**53 must stay finite), got {base!r}"
         )
     return base
