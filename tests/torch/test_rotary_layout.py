@@ -127,3 +127,10 @@ def test_cuda_tables_checked_on_request_and_never_synchronised():
     assert _nan_rows(out.cpu())[1:] == [True] * 63
     with posenc.torch.set_data_checks(True), pytest.raises(ValueError, match="laid out for"):
         apply_rotary(q, cos, sin, pairs="half")
+
+
+def test_nan_tables_are_not_called_a_layout_mismatch():
+    cos, sin = rotary_cos_sin(3, 8)
+    cos[1] = float("nan")
+    out = apply_rotary(randn(2, 3, 8, seed=4), cos, sin)
+    assert _nan_rows(out) == [False, True, False]

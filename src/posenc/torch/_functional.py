@@ -11,7 +11,14 @@ import torch
 
 from .._checks import check_base, check_int
 from .._conventions import ConventionName, get_convention
-from .._features import PairLayout, check_pairs, feature_slices, layout_error, pair_columns_agree
+from .._features import (
+    PairLayout,
+    check_pairs,
+    feature_slices,
+    layout_error,
+    pair_columns_agree,
+    pair_slices,
+)
 from .._frequencies import frequencies
 from .._rope_scaling import rope_frequencies, rope_scaling
 from .._rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
@@ -136,7 +143,12 @@ def _laid_out(cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> RopeTables:
     never over ``x``.
     """
     if data_checked(cos) and data_checked(sin):
-        error = layout_error(cos, sin, pairs)
+        first, second = pair_slices(pairs, cos.shape[-1] // 2)
+        if torch.equal(cos[..., first], cos[..., second]) and torch.equal(
+            sin[..., first], sin[..., second]
+        ):  # the usual case, in two cheap calls
+            return RopeTables(cos, sin)
+        error = layout_error(cos, sin, pairs)  # NaN-aware, and says which layout they have
         if error is not None:
             raise error
         return RopeTables(cos, sin)
