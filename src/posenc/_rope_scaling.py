@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import MAX_EXACT_POSITION, check_base, check_bool, check_int
+from ._checks import MAX_EXACT_POSITION, as_length, check_base, check_bool, check_int
 from ._frequencies import check_frequencies, check_schedule_base, paper_schedule
 
 __all__ = [
@@ -408,20 +408,17 @@ def rope_frequencies(
         dim: number of rotated channels (the rotary dimension, not the head size when only
             part of the head rotates), an even integer >= 2. A ``partial_rotary_factor`` in
             ``scaling`` is not applied here (:func:`posenc.rotary_cos_sin` applies it).
-        base: the wavelength base (``rope_theta``), a finite number >= 2**-970 (> 1 for
-            ``yarn``).
+        base: the wavelength base (``rope_theta``), a number >= 2**-970 (> 1 for ``yarn``).
         scaling: ``None``, a dict of Hugging Face rope parameters (``{"rope_type": "yarn",
             "factor": 4.0, ...}``) or a :class:`RopeScaling`.
         seq_len: the sequence length that ``dynamic`` and ``longrope`` depend on (Hugging
             Face uses the largest position + 1); ``None`` means "no longer than the original
-            length". Other types ignore it. An integer in [0, 2**53 + 1] (positions lie
-            within +-2**53).
+            length". Other types ignore it. An integer in [0, 2**53 + 1].
 
     Returns:
         ``(omega, attention_factor)``: float64 array of shape ``(dim // 2,)`` and a float.
-        Every ω_k is finite and at most 2**970 (so that the angles of positions up to 2**53
-        stay finite), and the attention factor is a positive finite number; parameters
-        that would break this raise ``ValueError`` naming them.
+        Every ω_k is at most 2**970 (angles of positions up to 2**53 stay finite) and the
+        attention factor is positive and finite; parameters that break this raise.
 
     >>> omega, attention = rope_frequencies(8)
     >>> omega, attention
@@ -439,12 +436,7 @@ def rope_frequencies(
     base = check_schedule_base("base", base)
     spec = rope_scaling(scaling)
     if seq_len is not None:
-        seq_len = check_int("seq_len", seq_len, minimum=0)
-        if seq_len > MAX_EXACT_POSITION + 1:
-            raise ValueError(
-                "seq_len must be an integer in [0, 2**53 + 1] (the largest position + 1; "
-                f"positions lie within +-2**53), got {seq_len}"
-            )
+        seq_len = as_length("seq_len", check_int("seq_len", seq_len, minimum=0))
     omega = paper_schedule(dim, base)
     if spec is None:
         return omega, 1.0
@@ -515,15 +507,12 @@ def _dynamic(r: RopeInput) -> tuple[_F64, float]:
     )
     longest = original if r.seq_len is None else max(r.seq_len, original)
     term = factor * longest / original - (factor - 1.0)  # >= 1 in exact arithmetic
-    try:
-        new_base = r.base * term ** (r.dim / (r.dim - 2))
-    except OverflowError:
-        new_base = math.inf
-    if not (math.isfinite(new_base) and term >= 0.5):  # base * term**(dim/(dim-2)) >= base
+    if not 0.5 <= term < math.inf or math.log(r.base) + math.log(term) * r.dim / (r.dim - 2) > 709:
         raise ValueError(
             f"rope_type 'dynamic' with {_key('factor')} = {factor!r}, base = {r.base!r} and "
-            f"seq_len = {r.seq_len} overflows float64 (its scaled base is {new_base!r})"
+            f"seq_len = {r.seq_len}: its scaled base overflows float64"
         )
+    new_base = r.base * term ** (r.dim / (r.dim - 2))
     return paper_schedule(r.dim, new_base), 1.0
 
 
@@ -573,8 +562,7 @@ def _yarn(r: RopeInput) -> tuple[_F64, float]:
     p, dim = r.params, r.dim
     if r.base <= 1.0:
         raise ValueError(
-            "base must be > 1 for rope_type 'yarn' (its correction range divides by ln(base)), "
-            f"got {r.base!r}"
+            f"base must be > 1 for rope_type 'yarn' (it divides by ln(base)), got {r.base}"
         )
     original = p["original_max_position_embeddings"]
     factor = p.get("factor") or p["max_position_embeddings"] / original
@@ -665,12 +653,10 @@ def _longrope_relations(params: Mapping[str, Any]) -> None:
             f"{_key('factor')} (or {_key('attention_factor')}, or "
             f"{_key('max_position_embeddings')}) is required for rope_type 'longrope'"
         )
-    original = params["original_max_position_embeddings"]
-    if original < 2 and "attention_factor" not in params:
+    if params["original_max_position_embeddings"] < 2 and "attention_factor" not in params:
         raise ValueError(
             f"{_key('original_max_position_embeddings')} must be >= 2 for rope_type 'longrope' "
-            f"(its attention factor divides by ln of it), got {original}; or give "
-            f"{_key('attention_factor')}"
+            f"(ln of it divides its attention factor), got 1; or give {_key('attention_factor')}"
         )
 
 

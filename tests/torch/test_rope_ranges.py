@@ -26,7 +26,7 @@ def test_torch_rope_front_ends_name_the_parameter(head_dim, base, scaling, seq_l
     def drop_in():
         params = {"rope_type": "default", **(scaling or {}), "rope_theta": base}
         params = {k: v for k, v in params.items() if v is not None}
-        config = type("Config", (), {"rope_parameters": params, "head_dim": head_dim})()
+        config = {"rope_parameters": params, "head_dim": head_dim, "num_attention_heads": 1}
         rotary = hf.LlamaRotary.from_config(config)
         return rotary(q, torch.tensor([[0, 1]]))
 
