@@ -131,6 +131,16 @@ HAND_BUILT = [
         "tables that zero the padding row: try table[4:].",
     ),
     (
+        _result(
+            "no_offset", residual=3e-08, max_offset=100,
+            closest=Candidate("tensor2tensor", None, None, 3e-08),
+        ),
+        "no convention fits with a first position below max_offset = 100: the columns look "
+        "like tensor2tensor's sines and cosines, but no first position in range fits their "
+        "phases, so the first position may be max_offset = 100 or more (identify searches up "
+        "to max_offset = 2**24).",
+    ),
+    (
         _result("all_zero", d_model=6, closest=Candidate("paper", None, None, 0.7)),
         "no convention fits: the table is all zeros (only tensor2tensor with d_model=1 is), got "
         "d_model=6.",
@@ -158,7 +168,8 @@ def test_describe_every_outcome_and_clause(result: Identification, sentence: str
 def test_every_outcome_is_described() -> None:
     outcomes = {result.outcome for result, _ in HAND_BUILT}
     assert outcomes == {
-        "match", "ambiguous", "bug", "no_fit", "off_circle", "all_zero", "non_finite"
+        "match", "ambiguous", "bug", "no_fit", "no_offset", "off_circle", "all_zero",
+        "non_finite",
     }  # fmt: skip
 
 
@@ -248,7 +259,10 @@ def test_describe_no_fit_and_float32_tables() -> None:
     assert r.closest is not None
     assert r.residual == r.closest.residual > r.tolerance
     assert describe(r).startswith("no convention fits: the closest candidate, paper (base ")
-    assert describe(r).endswith(f"is off by {r.residual:.3g} > tolerance {r.tolerance:.3g}.")
+    assert describe(r).endswith(
+        f"is off by {r.residual:.3g} > tolerance {r.tolerance:.3g} (first positions searched: "
+        "0..1048575)."
+    )
     r = identify(analysis.float32_recipe(np.arange(2, 3000), 256, convention="tensor2tensor"))
     assert (r.outcome, r.within) == ("match", "float32")
     assert describe(r).startswith("a tensor2tensor (base 10000, positions 2..2999) table")

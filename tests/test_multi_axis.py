@@ -250,21 +250,33 @@ def test_rotation_preserves_norm_and_scores_depend_on_offsets(
 
 
 def test_the_relative_property_fails_with_the_wrong_layout():
-    """Negative control of the property above: half tables applied as interleaved pairs."""
+    """Negative control of the property above: half tables applied as interleaved pairs
+    (x·cos + rotate(x)·sin written out, since apply_rotary refuses the mismatch)."""
     x, y = np.random.default_rng(0).standard_normal((2, 8))
+
+    def rotated(v, cos, sin, pairs):
+        turned = np.empty_like(v)
+        if pairs == "half":
+            turned[:4], turned[4:] = -v[4:], v[:4]
+        else:
+            turned[0::2], turned[1::2] = -v[1::2], v[0::2]
+        return v * cos[0] + turned * sin[0]
 
     def score(p, q, apply_as):
         cp, sp = multi_axis_cos_sin([p], 8, sections=(2, 2), dtype=np.float64)
         cq, sq = multi_axis_cos_sin([q], 8, sections=(2, 2), dtype=np.float64)
-        return (
-            apply_rotary(x[None], cp, sp, pairs=apply_as)[0]
-            @ apply_rotary(y[None], cq, sq, pairs=apply_as)[0]
-        )
+        return rotated(x, cp, sp, apply_as) @ rotated(y, cq, sq, apply_as)
 
     assert math.isclose(score([3, 5], [1, 2], "half"), score([13, 8], [11, 5], "half"))
     assert not math.isclose(
         score([3, 5], [1, 2], "interleaved"), score([13, 8], [11, 5], "interleaved")
     )
+    cos, sin = multi_axis_cos_sin([[3, 5]], 8, sections=(2, 2))
+    np.testing.assert_allclose(
+        rotated(x, cos, sin, "half"), apply_rotary(x[None], cos, sin)[0], rtol=1e-6
+    )
+    with pytest.raises(ValueError, match="laid out for pairs='half'"):
+        apply_rotary(x[None], cos, sin, pairs="interleaved")
 
 
 def test_frequency_matrix_mixed_axes_and_unrotated_pairs():

@@ -185,8 +185,10 @@ def test_apply_rotary_interleaved_is_half_with_permuted_channels():
         pairs="interleaved",
     )  # fmt: skip
     np.testing.assert_array_equal(inter, half[..., order])
-    # and the two layouts really differ (the permutation is not the identity)
-    assert not np.allclose(half, apply_rotary(x, *rotary_cos_sin(6, dim), pairs="interleaved"))
+    # and the two layouts really differ (the permutation is not the identity): the half
+    # tables are not laid out for interleaved pairs
+    with pytest.raises(ValueError, match="laid out for pairs='half'"):
+        apply_rotary(x, *rotary_cos_sin(6, dim), pairs="interleaved")
 
 
 @pytest.mark.parametrize("pairs", PAIRS)
@@ -244,15 +246,19 @@ def test_rotation_preserves_norm_and_scores_depend_only_on_distance(m, n, shift,
 
 def test_score_check_detects_mismatched_pair_layouts():
     # the relative-position test above can fail: half tables applied as interleaved pairs
-    # (a layout bug) no longer give scores that depend on m - n only
+    # (a layout bug, which apply_rotary refuses) give scores that depend on more than m - n
     dim = 16
     q, k = rng_array(2, dim, seed=5)
 
-    def wrong(x, p):
+    def wrong(x, p):  # x·cos + rotate(x)·sin with half tables and interleaved pairs
         cos, sin = rotary_cos_sin([p], dim, pairs="half", dtype=np.float64)
-        return apply_rotary(x[None], cos, sin, pairs="interleaved")[0]
+        turned = np.empty_like(x)
+        turned[0::2], turned[1::2] = -x[1::2], x[0::2]
+        return x * cos[0] + turned * sin[0]
 
     assert abs(wrong(q, 3) @ wrong(k, 1) - wrong(q, 1003) @ wrong(k, 1001)) > 1e-3
+    with pytest.raises(ValueError, match="does not match cos/sin"):
+        apply_rotary(q[None], *rotary_cos_sin([3], dim, pairs="half"), pairs="interleaved")
 
 
 def test_apply_rotary_accepts_lists_and_checks_rotary_dim():
@@ -615,7 +621,8 @@ ERRORS = [
     (
         lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(2, 4), rotary_dim=2),
         ValueError,
-        r"rotary_dim = 2 must equal cos.shape\[-1\] = 4",
+        r"rotary_dim = 2 must be cos.shape\[-1\] = 4 \(tables laid out for pairs\) or "
+        r"2 \* cos.shape\[-1\] = 8 \(one column per pair\)",
     ),
     (
         lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(2, 4), pairs="full"),

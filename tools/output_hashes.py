@@ -97,6 +97,15 @@ def _feed(h: Any, value: Any) -> None:
     h.update(json.dumps(value, sort_keys=True, default=repr).encode())
 
 
+def error_type(call: Callable[[], Any]) -> Any:
+    """The type name of the error ``call()`` raises (the result itself when it raises none):
+    a case that must raise is recorded by its error type, not its wording."""
+    try:
+        return call()
+    except Exception as exc:
+        return f"raises {type(exc).__name__}"
+
+
 def numpy_cases() -> Iterator[tuple[str, Callable[[], Any]]]:
     rng = np.random.default_rng(0)
     scattered = rng.integers(-(10**7), 10**7, size=3000)
@@ -180,6 +189,34 @@ def numpy_cases() -> Iterator[tuple[str, Callable[[], Any]]]:
                 x, *posenc.rotary_cos_sin(40, 16, rotary_dim=8, pairs=p), pairs=p
             ),
         )
+        other = "interleaved" if pairs == "half" else "half"
+        yield (
+            f"apply_rotary/{pairs}/tables_for_{other}",
+            lambda p=pairs, o=other: error_type(
+                lambda: posenc.apply_rotary(x, *posenc.rotary_cos_sin(40, 16, pairs=o), pairs=p)
+            ),
+        )
+    degenerate = {
+        "yarn_base_1": (1.0, {"rope_type": "yarn", "factor": 4.0,
+                              "original_max_position_embeddings": 64}, None),
+        "longrope_length_1": (10000.0, {**ROPE_SCALINGS["longrope"],
+                                        "original_max_position_embeddings": 1}, None),
+        "dynamic_seq_len_1e300": (10000.0, ROPE_SCALINGS["dynamic"], 10**300),
+        "base_1e-310": (1e-310, None, None),
+    }  # fmt: skip
+    for name, (base, scaling, seq_len) in degenerate.items():
+        yield (
+            f"rope_frequencies/degenerate/{name}",
+            lambda b=base, s=scaling, n=seq_len: error_type(
+                lambda: posenc.rope_frequencies(16, base=b, scaling=s, seq_len=n)
+            ),
+        )
+    yield (
+        "sinusoidal/tensor2tensor/degenerate/base_1e-310",
+        lambda: error_type(
+            lambda: posenc.sinusoidal(3, 8, base=1e-310, convention="tensor2tensor")
+        ),
+    )
     grids = {
         "mae": ((6, 7), {}),
         "mae_knobs": ((5, 9), {"base_size": 16, "interpolation_scale": 2.0, "extra_tokens": 2}),
@@ -228,6 +265,14 @@ def numpy_cases() -> Iterator[tuple[str, Callable[[], Any]]]:
     yield (
         "analysis/identify",
         lambda: an.identify(posenc.sinusoidal(np.arange(2, 60), 16, convention="tensor2tensor")),
+    )
+    yield (
+        "analysis/identify/max_offset_2**40",
+        lambda: error_type(lambda: an.identify(posenc.sinusoidal(50, 16), max_offset=2**40)),
+    )
+    yield (
+        "analysis/identify/offset_beyond_max_offset",
+        lambda: an.identify(posenc.sinusoidal(np.arange(5, 8), 2, dtype=np.float64), max_offset=1),
     )
 
 
@@ -375,13 +420,32 @@ def torch_cases() -> Iterator[tuple[str, Callable[[], Any]]]:
                 ),
             )
             cos, sin = pt.rotary_cos_sin(300, 64, pairs=pairs)
+            # partial rotation (32 of 64 channels): a slice of an interleaved table is still
+            # laid out for interleaved pairs; a slice of a half table is not, so half pairs
+            # take the half tables of 32 channels
+            part = (
+                (cos[:, :32], sin[:, :32])
+                if pairs == "interleaved"
+                else pt.rotary_cos_sin(300, 64, rotary_dim=32, pairs=pairs)
+            )
             yield (
                 f"torch.apply_rotary/{pairs}/{dn}",
-                lambda p=pairs, t=dtype, c=cos, s=sin: (
+                lambda p=pairs, t=dtype, c=cos, s=sin, part=part: (
                     pt.apply_rotary(q.to(t), c, s, pairs=p),
-                    pt.apply_rotary(q.to(t), c[:, :32], s[:, :32], pairs=p),
+                    pt.apply_rotary(q.to(t), *part, pairs=p),
                 ),
             )
+        other = "interleaved" if pairs == "half" else "half"
+        cos, sin = pt.rotary_cos_sin(300, 64, pairs=other)
+        yield (
+            f"torch.apply_rotary/{pairs}/tables_for_{other}",
+            lambda p=pairs, c=cos, s=sin: error_type(lambda: pt.apply_rotary(q, c, s, pairs=p)),
+        )
+        per_pair = tuple(t[:, :32] for t in pt.rotary_cos_sin(300, 64))  # one column per pair
+        yield (
+            f"torch.apply_rotary/{pairs}/one_column_per_pair",
+            lambda p=pairs, t=per_pair: pt.apply_rotary(q, *t, pairs=p, rotary_dim=64),
+        )
     for conv in ("mae", "timm", "diffusers_3d", "positional_encodings"):
         shape = (3, 4, 5) if conv in ("diffusers_3d", "positional_encodings") else (6, 7)
         grid = pt.SinusoidalGridEncoding(32, convention=conv, grid_shape=shape).eval()

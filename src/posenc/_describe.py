@@ -86,7 +86,7 @@ def _identification(r: Identification) -> str:
     closest = r.closest
     if closest is None:  # only "non_finite" has no closest candidate
         raise ValueError(f"an Identification with outcome {r.outcome!r} needs a closest candidate")
-    if r.outcome in ("no_fit", "off_circle"):
+    if r.outcome in ("no_fit", "no_offset", "off_circle"):
         return _no_fit(r, closest, length)
     within = _WITHIN[r.within or "rounding"]
     if r.outcome == "bug":
@@ -114,11 +114,25 @@ def _identification(r: Identification) -> str:
     return text + "."
 
 
+def _beyond(max_offset: int | None) -> str:
+    """``"max_offset = 1048576"``, or ``"max_offset"`` when it is not known."""
+    return "max_offset" if max_offset is None else f"max_offset = {max_offset}"
+
+
 def _no_fit(r: Identification, closest: Candidate, length: int) -> str:
     if r.outcome == "no_fit":
         text = (
             f"no convention fits: the closest candidate, {_candidate(closest, length)}, is off "
             f"by {r.residual:.3g} > tolerance {r.tolerance:.3g}"
+        )
+        if r.max_offset is not None:
+            text += f" (first positions searched: 0..{r.max_offset - 1})"
+    elif r.outcome == "no_offset":
+        text = (
+            f"no convention fits with a first position below {_beyond(r.max_offset)}: the "
+            f"columns look like {closest.convention}'s sines and cosines, but no first "
+            "position in range fits their phases, so the first position may be "
+            f"{_beyond(r.max_offset)} or more (identify searches up to max_offset = 2**24)"
         )
     else:
         text = (

@@ -16,6 +16,10 @@ RoPE pair layouts (``n`` pairs, channel ``i`` turns with its partner)::
 
     half          i pairs with i + n         (Hugging Face rotate_half, GPT-NeoX)
     interleaved   2k pairs with 2k + 1       (Meta Llama, torchtune, rotary-embedding-torch)
+
+A RoPE cos/sin table laid out for ``pairs`` holds the angle of pair ``k`` in both channels of
+that pair, so it carries its layout in its values: :func:`pair_columns_agree` and
+:func:`layout_error` tell a table of the other layout from a table of the stated one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ __all__ = [
     "check_pairs",
     "feature_slices",
     "fill_features",
+    "layout_error",
+    "pair_columns_agree",
     "pair_slices",
     "sin_cos_pairs",
     "write_pairs",
@@ -214,3 +220,63 @@ def pair_slices(pairs: str, n: int) -> tuple[slice, slice]:
     if pairs == "half":
         return slice(0, n), slice(n, 2 * n)
     return slice(0, 2 * n, 2), slice(1, 2 * n, 2)
+
+
+def pair_columns_agree(table: Any, pairs: str) -> Any:
+    """Elementwise ``(..., n)``: whether both channels of each pair of ``table`` ``(..., 2n)``
+    hold the same value (two NaNs count as the same), as in a table laid out for ``pairs``.
+
+    Array-library neutral: NumPy arrays and torch tensors alike.
+
+    >>> table = np.array([[1.0, 2.0, 1.0, 2.0]])   # [θ0, θ1, θ0, θ1]: the half layout
+    >>> pair_columns_agree(table, "half"), pair_columns_agree(table, "interleaved")
+    (array([[ True,  True]]), array([[False, False]]))
+    """
+    first, second = pair_slices(pairs, table.shape[-1] // 2)
+    a, b = table[..., first], table[..., second]
+    return (a == b) | ((a != a) & (b != b))
+
+
+def _agree(table: Any, pairs: str) -> bool:
+    """Whether every pair of ``table`` agrees (reads the data: arrays and CPU tensors only)."""
+    first, second = pair_slices(pairs, table.shape[-1] // 2)
+    if bool((table[..., first] == table[..., second]).all()):  # the usual case: one pass
+        return True
+    return bool(pair_columns_agree(table, pairs).all())
+
+
+def layout_error(cos: Any, sin: Any, pairs: str) -> ValueError | None:
+    """None when ``cos`` and ``sin`` ``(..., r)`` are laid out for ``pairs``; else the error
+    to raise, naming ``pairs`` and the layout the tables have.
+
+    Reads the data (NumPy arrays and CPU tensors). Tables that fit both layouts (every pair
+    of angles equal, e.g. position 0 only, or ``r = 2``) are laid out for both.
+
+    >>> cos = np.array([[0.5, 0.5, 0.9, 0.9]])     # [θ0, θ0, θ1, θ1]: interleaved
+    >>> layout_error(cos, cos, "interleaved") is None
+    True
+    >>> print(layout_error(cos, cos, "half"))
+    pairs='half' does not match cos/sin: they are laid out for pairs='interleaved' (channels \
+2k and 2k + 1 hold the same angle); pass pairs='interleaved' if x pairs its channels that way, \
+or build the tables with pairs='half'
+    """
+    if _agree(cos, pairs) and _agree(sin, pairs):
+        return None
+    n = cos.shape[-1] // 2
+    rule = {
+        "half": f"channels k and k + {n} hold the same angle",
+        "interleaved": "channels 2k and 2k + 1 hold the same angle",
+    }
+    other = "interleaved" if pairs == "half" else "half"
+    if _agree(cos, other) and _agree(sin, other):
+        return ValueError(
+            f"pairs={pairs!r} does not match cos/sin: they are laid out for pairs={other!r} "
+            f"({rule[other]}); pass pairs={other!r} if x pairs its channels that way, or "
+            f"build the tables with pairs={pairs!r}"
+        )
+    return ValueError(
+        f"pairs={pairs!r} does not match cos/sin: they have neither layout (for "
+        f"pairs={pairs!r}, {rule[pairs]}); build them with rotary_cos_sin(..., "
+        f"pairs={pairs!r}), or pass one column per pair (cos.shape[-1] = {n}) with "
+        f"rotary_dim={2 * n}"
+    )

@@ -11,12 +11,17 @@ The exponent is formed as one correctly rounded division and raised with ``np.po
 float64, so each ω_k is within about 1e-15 (relative) of the exact value; an angle p·ω_k is
 then exact to about p·2e-16, far below float32 resolution for every p < 10^7.
 
+Both exponents lie in [0, 1], so ω_k <= 1/base. A base below :data:`MIN_BASE` = 2**-970 is
+refused (:func:`check_schedule_base`): above it every ω_k is at most :data:`MAX_FREQUENCY`
+= 2**970, and every angle p·ω_k of a position |p| <= 2**53 stays finite (no NaN columns).
+
 Rotary embeddings (RoPE) use the ``paper`` schedule of their rotated dimension, transformed by
 the context-extension scalings of Hugging Face ``rope_parameters`` (see ``_rope_scaling``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,7 +30,64 @@ import numpy.typing as npt
 from ._checks import check_base, check_int
 from ._conventions import get_convention
 
-__all__ = ["frequencies", "paper_schedule", "timescale_schedule"]
+__all__ = [
+    "MAX_FREQUENCY",
+    "MIN_BASE",
+    "check_frequencies",
+    "check_schedule_base",
+    "frequencies",
+    "paper_schedule",
+    "timescale_schedule",
+]
+
+#: The largest frequency whose angles p·ω stay finite in float64 for every |p| <= 2**53.
+MAX_FREQUENCY = 2.0**970
+
+#: The smallest base of a schedule: its frequencies, at most 1/base, stay <= MAX_FREQUENCY.
+MIN_BASE = 2.0**-970
+
+
+def check_frequencies(omega: npt.NDArray[np.float64], attention: float, source: str) -> None:
+    """Frequencies in [0, :data:`MAX_FREQUENCY`] (0: an underflow) and an attention factor
+    that is positive and finite, else a ``ValueError`` saying which ``source`` gave them.
+
+    >>> check_frequencies(np.array([1.0, 1e300]), 1.0, "factor = 1e-300")
+    Traceback (most recent call last):
+    ...
+    ValueError: factor = 1e-300 gives frequencies up to 1e+300 (they must be at most 2**970, \
+about 1e292, so that the angles of positions up to 2**53 stay finite)
+    """
+    largest = float(np.max(omega, initial=0.0))
+    if not (math.isfinite(largest) and largest <= MAX_FREQUENCY and np.all(omega >= 0)):
+        raise ValueError(
+            f"{source} gives frequencies up to {largest:.3g} (they must be at most 2**970, "
+            "about 1e292, so that the angles of positions up to 2**53 stay finite)"
+        )
+    if not 0.0 < attention < math.inf:
+        raise ValueError(
+            f"{source} gives an attention factor of {attention!r} (it must be a positive "
+            "finite number)"
+        )
+
+
+def check_schedule_base(name: str, value: Any) -> float:
+    """``value`` as a float: a finite number >= :data:`MIN_BASE` = 2**-970.
+
+    >>> check_schedule_base("base", 10000)
+    10000.0
+    >>> check_schedule_base("base", 1e-300)
+    Traceback (most recent call last):
+    ...
+    ValueError: base must be a number >= 2**-970 (about 1e-292; the frequencies reach 1/base, \
+and their angles at positions up to 2**53 must stay finite), got 1e-300
+    """
+    base = check_base(name, value)
+    if base < MIN_BASE:
+        raise ValueError(
+            f"{name} must be a number >= 2**-970 (about 1e-292; the frequencies reach 1/base, "
+            f"and their angles at positions up to 2**53 must stay finite), got {base!r}"
+        )
+    return base
 
 
 def paper_schedule(d_model: int, base: float) -> npt.NDArray[np.float64]:
@@ -55,7 +117,7 @@ def frequencies(
 
     Args:
         d_model: number of channels, an integer >= 1.
-        base: the wavelength base (10000 in the paper), a finite number > 0.
+        base: the wavelength base (10000 in the paper), a finite number >= 2**-970.
         convention: a name from :data:`posenc.CONVENTIONS`.
 
     Returns:
@@ -67,5 +129,5 @@ def frequencies(
     array([1.00000000e+00, 4.64158883e-02, 2.15443469e-03, 1.00000000e-04])
     """
     d_model = check_int("d_model", d_model, minimum=1)
-    base = check_base("base", base)
+    base = check_schedule_base("base", base)
     return _SCHEDULES[get_convention(convention).schedule](d_model, base)

@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_base, check_bool, check_int
-from ._frequencies import paper_schedule
+from ._checks import MAX_EXACT_POSITION, as_length, check_base, check_bool, check_int
+from ._frequencies import check_frequencies, check_schedule_base, paper_schedule
 
 __all__ = [
     "ROPE_TYPES",
@@ -66,8 +66,11 @@ def finite(name: str, value: Any) -> float:
 
 
 def length(name: str, value: Any) -> int:
-    """An integer >= 1 (a number of positions)."""
-    return check_int(_key(name), value, minimum=1)
+    """An integer in [1, 2**53] (a number of positions; float64 holds them exactly)."""
+    result = check_int(_key(name), value, minimum=1)
+    if result > MAX_EXACT_POSITION:
+        raise ValueError(f"{_key(name)} must be an integer in [1, 2**53], got {result}")
+    return result
 
 
 def flag(name: str, value: Any) -> bool:
@@ -405,15 +408,17 @@ def rope_frequencies(
         dim: number of rotated channels (the rotary dimension, not the head size when only
             part of the head rotates), an even integer >= 2. A ``partial_rotary_factor`` in
             ``scaling`` is not applied here (:func:`posenc.rotary_cos_sin` applies it).
-        base: the wavelength base (``rope_theta``), a finite number > 0.
+        base: the wavelength base (``rope_theta``), a number >= 2**-970 (> 1 for ``yarn``).
         scaling: ``None``, a dict of Hugging Face rope parameters (``{"rope_type": "yarn",
             "factor": 4.0, ...}``) or a :class:`RopeScaling`.
         seq_len: the sequence length that ``dynamic`` and ``longrope`` depend on (Hugging
             Face uses the largest position + 1); ``None`` means "no longer than the original
-            length". Other types ignore it. An integer >= 0.
+            length". Other types ignore it. An integer in [0, 2**53 + 1].
 
     Returns:
         ``(omega, attention_factor)``: float64 array of shape ``(dim // 2,)`` and a float.
+        Every ω_k is at most 2**970 (angles of positions up to 2**53 stay finite) and the
+        attention factor is positive and finite; parameters that break this raise.
 
     >>> omega, attention = rope_frequencies(8)
     >>> omega, attention
@@ -428,10 +433,10 @@ def rope_frequencies(
     dim = check_int("dim", dim, minimum=2)
     if dim % 2:
         raise ValueError(f"dim must be even (RoPE rotates pairs of channels), got {dim}")
-    base = check_base("base", base)
+    base = check_schedule_base("base", base)
     spec = rope_scaling(scaling)
     if seq_len is not None:
-        seq_len = check_int("seq_len", seq_len, minimum=0)
+        seq_len = as_length("seq_len", check_int("seq_len", seq_len, minimum=0))
     omega = paper_schedule(dim, base)
     if spec is None:
         return omega, 1.0
@@ -440,7 +445,10 @@ def rope_frequencies(
         raise ValueError(
             f"{_key('rope_theta')} = {theta!r} differs from base = {base!r}; pass base={theta!r}"
         )
-    return spec.record.transform(RopeInput(omega, dim, base, spec.params, seq_len))
+    omega, attention = spec.record.transform(RopeInput(omega, dim, base, spec.params, seq_len))
+    shown = ", ".join(f"{_key(n)} = {v!r}" for n, v in spec.params.items()) or "no parameters"
+    check_frequencies(omega, attention, f"rope_type {spec.rope_type!r} with {shown}, base={base!r}")
+    return omega, attention
 
 
 # -- the records ----------------------------------------------------------------------------------
@@ -498,7 +506,13 @@ def _dynamic(r: RopeInput) -> tuple[_F64, float]:
         r.params.get("original_max_position_embeddings") or r.params["max_position_embeddings"]
     )
     longest = original if r.seq_len is None else max(r.seq_len, original)
-    new_base = r.base * (factor * longest / original - (factor - 1.0)) ** (r.dim / (r.dim - 2))
+    term = factor * longest / original - (factor - 1.0)  # >= 1 in exact arithmetic
+    if not 0.5 <= term < math.inf or math.log(r.base) + math.log(term) * r.dim / (r.dim - 2) > 709:
+        raise ValueError(
+            f"rope_type 'dynamic' with {_key('factor')} = {factor!r}, base = {r.base!r} and "
+            f"seq_len = {r.seq_len}: its scaled base overflows float64"
+        )
+    new_base = r.base * term ** (r.dim / (r.dim - 2))
     return paper_schedule(r.dim, new_base), 1.0
 
 
@@ -529,16 +543,30 @@ def _yarn_relations(params: Mapping[str, Any]) -> None:
         )
 
 
+def _yarn_attention(p: Mapping[str, Any], factor: float) -> float:
+    """The given attention factor, else from ``mscale``/``mscale_all_dim`` or ``factor``."""
+    if not (p.get("mscale") and p.get("mscale_all_dim")):  # both non-zero, as in transformers
+        return p.get("attention_factor") or _get_mscale(factor)
+    bottom = _get_mscale(factor, p["mscale_all_dim"])
+    attention = _get_mscale(factor, p["mscale"]) / bottom if bottom else math.inf
+    if "attention_factor" not in p and not 0.0 < attention < math.inf:
+        raise ValueError(
+            f"{_key('mscale')} = {p['mscale']!r} and {_key('mscale_all_dim')} = "
+            f"{p['mscale_all_dim']!r} give an attention factor of {attention:.4g}: it must be "
+            "a positive finite number"
+        )
+    return p.get("attention_factor") or attention
+
+
 def _yarn(r: RopeInput) -> tuple[_F64, float]:
     p, dim = r.params, r.dim
+    if r.base <= 1.0:
+        raise ValueError(
+            f"base must be > 1 for rope_type 'yarn' (it divides by ln(base)), got {r.base}"
+        )
     original = p["original_max_position_embeddings"]
     factor = p.get("factor") or p["max_position_embeddings"] / original
-    attention = p.get("attention_factor")
-    if attention is None:
-        if p.get("mscale") and p.get("mscale_all_dim"):  # both non-zero, as in transformers
-            attention = _get_mscale(factor, p["mscale"]) / _get_mscale(factor, p["mscale_all_dim"])
-        else:
-            attention = _get_mscale(factor)
+    attention = _yarn_attention(p, factor)
 
     def correction_dim(rotations: float) -> float:
         # the (fractional) pair index whose wavelength fits `rotations` times into L0
@@ -624,6 +652,11 @@ def _longrope_relations(params: Mapping[str, Any]) -> None:
         raise ValueError(
             f"{_key('factor')} (or {_key('attention_factor')}, or "
             f"{_key('max_position_embeddings')}) is required for rope_type 'longrope'"
+        )
+    if params["original_max_position_embeddings"] < 2 and "attention_factor" not in params:
+        raise ValueError(
+            f"{_key('original_max_position_embeddings')} must be >= 2 for rope_type 'longrope' "
+            f"(ln of it divides its attention factor), got 1; or give {_key('attention_factor')}"
         )
 
 

@@ -12,6 +12,13 @@ RoPE rotates pair ``k`` of the first ``rotary_dim`` channels of a query or key a
 Both rotate a pair ``(a, b)`` to ``(a·cos θ − b·sin θ, b·cos θ + a·sin θ)``; the two layouts
 are permutations of each other. Channels past ``rotary_dim`` pass through unchanged.
 
+The layout rule of :func:`apply_rotary`: tables of ``rotary_dim`` columns must be laid out for
+the ``pairs`` they are applied with. Such a table holds each angle in both channels of its
+pair, so its layout is in its values, and a table of the other layout is refused (applied, it
+would turn pairs by the wrong angles, or not rotate at all). Tables of ``rotary_dim / 2``
+columns, one per pair (the form of flash-attn's and vLLM's caches), have no layout to get
+wrong; pass ``rotary_dim`` to say that the tables have that form.
+
 Where a scaling defines an attention factor (YaRN, LongRoPE), the tables returned here are
 already multiplied by it, as Hugging Face's rotary modules return them
 (``cos * attention_scaling``).
@@ -25,12 +32,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import check_float_dtype, check_int
-from ._features import PairLayout, check_pairs, pair_slices
+from ._features import PairLayout, check_pairs, layout_error, pair_slices
 from ._positions import table_positions
 from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = [
     "apply_rotary",
+    "check_rotation_shapes",
     "default_seq_len",
     "resolve_rotary_dim",
     "rotary_cos_sin",
@@ -179,22 +187,86 @@ def _as_float_array(name: str, value: Any) -> npt.NDArray[Any]:
     return array
 
 
+def _table_form(channels: int, shape: tuple[int, ...], rotary_dim: Any) -> tuple[int, bool]:
+    """The rotated channels ``r`` and whether the tables hold one column per pair."""
+    width = shape[-1]
+    if rotary_dim is None or check_int("rotary_dim", rotary_dim, minimum=2) == width:
+        dim, per_pair = width, False
+    elif rotary_dim == 2 * width:
+        dim, per_pair = rotary_dim, True
+    else:
+        raise ValueError(
+            f"rotary_dim = {rotary_dim} must be cos.shape[-1] = {width} (tables laid out for "
+            f"pairs) or 2 * cos.shape[-1] = {2 * width} (one column per pair)"
+        )
+    if per_pair and dim > channels:
+        raise ValueError(
+            f"rotary_dim = {dim} (cos/sin of {width} columns, one per pair) must be <= "
+            f"x.shape[-1] = {channels}"
+        )
+    if dim < 2 or dim % 2 or dim > channels:
+        raise ValueError(
+            f"cos must have an even number of channels <= x.shape[-1] = {channels}, "
+            f"got shape {shape}"
+        )
+    return dim, per_pair
+
+
+def check_rotation_shapes(
+    x: tuple[int, ...], cos: tuple[int, ...], sin: tuple[int, ...], rotary_dim: Any = None
+) -> tuple[int, bool]:
+    """Check the shapes of a rotation's ``x`` and tables; return ``(r, per_pair)``.
+
+    ``r`` is the number of rotated channels and ``per_pair`` whether the tables hold one
+    column per pair (``rotary_dim = 2 * cos.shape[-1]``) rather than ``r`` columns laid out
+    for ``pairs``. Shared by the NumPy and torch ``apply_rotary``, so both say the same.
+
+    >>> check_rotation_shapes((2, 3, 5, 8), (5, 8), (5, 8))
+    (8, False)
+    >>> check_rotation_shapes((2, 3, 5, 8), (5, 4), (5, 4), rotary_dim=8)
+    (8, True)
+    """
+    if cos != sin:
+        raise ValueError(f"cos and sin must have the same shape, got {cos} and {sin}")
+    if not x or not cos:
+        raise ValueError(f"x and cos must have a channel dimension, got shapes {x} and {cos}")
+    dim, per_pair = _table_form(x[-1], cos, rotary_dim)
+    part = (*x[:-1], cos[-1])
+    try:
+        together = np.broadcast_shapes(part, cos)
+    except ValueError:
+        together = None
+    if together != part:
+        columns = f"x[..., :{dim}]" + (" (one column per pair)" if per_pair else "")
+        raise ValueError(
+            f"cos/sin of shape {cos} must broadcast against {columns} of shape "
+            f"{(*x[:-1], dim)} (x has shape {x})"
+        )
+    return dim, per_pair
+
+
 def apply_rotary(
     x: Any, cos: Any, sin: Any, *, pairs: PairLayout = "half", rotary_dim: int | None = None
 ) -> npt.NDArray[Any]:
     """Rotate the first ``rotary_dim`` channels of ``x`` by the angles in ``cos``/``sin``.
 
-    The NumPy reference of RoPE: ``x·cos + rotate(x)·sin`` on the rotated channels, where
-    ``rotate`` maps each pair ``(a, b)`` to ``(−b, a)``; the other channels pass through.
+    The NumPy reference of RoPE: each pair ``(a, b)`` of the rotated channels becomes
+    ``(a·cos θ − b·sin θ, b·cos θ + a·sin θ)``; the other channels pass through.
 
     Args:
         x: floating array ``(..., head_dim)`` (float16, float32 or float64).
-        cos, sin: tables from :func:`rotary_cos_sin` with the same ``pairs``, of shape
-            ``(..., rotary_dim)`` broadcastable against ``x[..., :rotary_dim]``; e.g. ``(s, r)``
-            for ``x`` of shape ``(b, h, s, head_dim)``, or ``(b, 1, s, r)`` per batch element.
-        pairs: ``"half"`` or ``"interleaved"``, the layout of ``cos``/``sin``.
-        rotary_dim: the number of rotated channels; default ``cos.shape[-1]`` (it must equal
-            that when given).
+        cos, sin: the tables, of one of two forms, broadcastable against ``x`` but for their
+            last dimension (e.g. ``(s, ·)`` for ``x`` of shape ``(b, h, s, head_dim)``, or
+            ``(b, 1, s, ·)`` per batch element):
+
+            - ``(..., r)``: laid out for ``pairs``, as :func:`rotary_cos_sin` (with the same
+              ``pairs``) and Hugging Face return them. A table of the other layout raises
+              ``ValueError`` (each angle must fill both channels of its pair: ``half``,
+              channels ``k`` and ``k + r/2``; ``interleaved``, ``2k`` and ``2k + 1``).
+            - ``(..., r/2)``: one column per pair, with ``rotary_dim=r``; no layout.
+        pairs: ``"half"`` or ``"interleaved"``, how ``x`` pairs its channels.
+        rotary_dim: the number ``r`` of rotated channels: ``cos.shape[-1]`` (the default:
+            tables laid out for ``pairs``) or ``2 * cos.shape[-1]`` (one column per pair).
 
     Returns:
         array of ``x``'s shape and dtype; computed in float64 and rounded once.
@@ -205,40 +277,29 @@ def apply_rotary(
     >>> x = np.arange(6.0).reshape(1, 6)
     >>> apply_rotary(x, *rotary_cos_sin([0], 6, rotary_dim=4))  # position 0: identity
     array([[0., 1., 2., 3., 4., 5.]])
+    >>> apply_rotary(x, cos[:, :2], sin[:, :2], rotary_dim=4).round(4)  # one column per pair
+    array([[-1.6829,  0.97  ,  1.0806,  3.0098,  4.    ,  5.    ]])
+    >>> apply_rotary(np.ones((1, 4)), cos, sin, pairs="interleaved")
+    Traceback (most recent call last):
+    ...
+    ValueError: pairs='interleaved' does not match cos/sin: they are laid out for pairs='half' \
+(channels k and k + 2 hold the same angle); pass pairs='half' if x pairs its channels that way, \
+or build the tables with pairs='interleaved'
     """
     pairs = check_pairs(pairs)
     x = _as_float_array("x", x)
     cos = _as_float_array("cos", cos)
     sin = _as_float_array("sin", sin)
-    if cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must have the same shape, got {cos.shape} and {sin.shape}")
-    if x.ndim == 0 or cos.ndim == 0:
-        raise ValueError(
-            f"x and cos must have a channel dimension, got shapes {x.shape} and {cos.shape}"
-        )
-    dim = cos.shape[-1]
-    if rotary_dim is not None and check_int("rotary_dim", rotary_dim, minimum=2) != dim:
-        raise ValueError(f"rotary_dim = {rotary_dim} must equal cos.shape[-1] = {dim}")
-    if dim < 2 or dim % 2 or dim > x.shape[-1]:
-        raise ValueError(
-            f"cos must have an even number of channels <= x.shape[-1] = {x.shape[-1]}, "
-            f"got shape {cos.shape}"
-        )
-    part = (*x.shape[:-1], dim)
-    try:
-        together = np.broadcast_shapes(part, cos.shape)
-    except ValueError:
-        together = None
-    if together != part:
-        raise ValueError(
-            f"cos/sin of shape {cos.shape} must broadcast against x[..., :{dim}] of shape "
-            f"{part} (x has shape {x.shape})"
-        )
-    rotated = x[..., :dim].astype(np.float64)
-    turned = np.empty_like(rotated)
+    dim, per_pair = check_rotation_shapes(x.shape, cos.shape, sin.shape, rotary_dim)
     first, second = pair_slices(pairs, dim // 2)
-    turned[..., first] = -rotated[..., second]
-    turned[..., second] = rotated[..., first]
+    if not per_pair:
+        error = layout_error(cos, sin, pairs)
+        if error is not None:
+            raise error
+        cos, sin = cos[..., first], sin[..., first]
+    c, s = cos.astype(np.float64), sin.astype(np.float64)
+    a, b = x[..., first].astype(np.float64), x[..., second].astype(np.float64)
     out = np.array(x, copy=True)
-    out[..., :dim] = rotated * cos.astype(np.float64) + turned * sin.astype(np.float64)
+    out[..., first] = a * c - b * s
+    out[..., second] = b * c + a * s
     return out

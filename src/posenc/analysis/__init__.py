@@ -39,7 +39,7 @@ True
 """
 
 from ._identify import MAX_OFFSET, identify
-from ._phases import DEFAULT_BASES
+from ._phases import DEFAULT_BASES, MAX_OFFSET_LIMIT
 from ._precision import precision_report
 from ._properties import check_shift, distinct_rows, shift_matrix, similarity, wavelengths
 from ._recipes import ODD_EXPONENT_BUG, float32_recipe, odd_exponent_table
@@ -56,6 +56,7 @@ from ._results import (
 __all__ = [
     "DEFAULT_BASES",
     "MAX_OFFSET",
+    "MAX_OFFSET_LIMIT",
     "ODD_EXPONENT_BUG",
     "Candidate",
     "DistinctRows",

@@ -80,10 +80,15 @@ def _no_fit(table: _F64, found: Search, candidates: tuple[Candidate, ...]) -> Id
     """Nothing fits: the closest convention tried (or the closest layout), and why."""
     length, d_model = table.shape
     conventions = [s for s in found.scored if s.hyp.bug is None]
+    unplaced = [c for c in found.unplaced if c.bug is None]
     if conventions:
         nearest = min(conventions, key=lambda s: s.residual)
         closest, tolerance = nearest.candidate(), nearest.loose_tol
         outcome: Outcome = "no_fit"
+    elif unplaced:  # a layout fits, but no first position below max_offset does
+        closest = min(unplaced, key=lambda c: c.residual)
+        tolerance = found.loosest
+        outcome = "no_offset"
     else:  # every convention's layout was ruled out by its lower bound
         closest = min((c for c in found.pruned if c.bug is None), key=lambda c: c.residual)
         tolerance = found.loosest
@@ -108,11 +113,12 @@ def _no_fit(table: _F64, found: Search, candidates: tuple[Candidate, ...]) -> Id
         closest=closest,
         tolerance=tolerance,
         zero_row=zero_row,
+        max_offset=found.max_offset,
     )
 
 
 def _choose(
-    fits: list[_Scored], candidates: tuple[Candidate, ...], rows: int, d_model: int
+    fits: list[_Scored], candidates: tuple[Candidate, ...], found: Search, rows: int, d_model: int
 ) -> Identification:
     """The answer among the fits: the preferred one, and the fields its ties agree on."""
     best = fits[0]
@@ -140,6 +146,7 @@ def _choose(
         alternatives=tuple(s.candidate() for s in alternatives),
         tolerance=best.exact_tol if exact else best.loose_tol,
         base_guessed=not is_bug and rows == 1 and base is not None and best.rank > 0,
+        max_offset=found.max_offset,
     )
 
 
@@ -158,4 +165,4 @@ def confirm(table: _F64, found: Search) -> Identification:
     if not fits:
         return _no_fit(table, found, candidates)
     rows, d_model = table.shape
-    return _choose(fits, candidates, rows, d_model)
+    return _choose(fits, candidates, found, rows, d_model)

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_base, check_int
+from .._checks import check_int
+from .._frequencies import check_schedule_base
 from ._confirm import confirm
+from ._phases import MAX_OFFSET_LIMIT
 from ._properties import _as_table
 from ._results import _F64, Identification
 from ._search import _unit_roundoff, search
@@ -41,14 +43,21 @@ def _options(bases: Any, tolerance: Any, max_offset: Any) -> tuple[list[float], 
     """The checked ``bases`` (a list), ``tolerance`` (float or None) and ``max_offset``."""
     if bases is not None and not isinstance(bases, Iterable):
         raise TypeError(f"bases must be an iterable of numbers (e.g. [10000.0]), got {bases!r}")
-    given = [] if bases is None else [check_base("bases", b) for b in bases]
+    given = [] if bases is None else [check_schedule_base("bases", b) for b in bases]
     if tolerance is not None:
         if isinstance(tolerance, (bool, np.bool_)) or not isinstance(tolerance, numbers.Real):
             raise TypeError(f"tolerance must be a positive number or None, got {tolerance!r}")
         tolerance = float(tolerance)
         if not tolerance > 0 or not math.isfinite(tolerance):
             raise ValueError(f"tolerance must be a positive finite number, got {tolerance!r}")
-    return given, tolerance, check_int("max_offset", max_offset, minimum=1)
+    max_offset = check_int("max_offset", max_offset, minimum=1)
+    if max_offset > MAX_OFFSET_LIMIT:
+        raise ValueError(
+            "max_offset must be an integer in [1, 2**24] (up to 2**24 the offset search tries "
+            "every first position, so a table found has its exact base and offset; beyond, "
+            f"it could not), got {max_offset}"
+        )
+    return given, tolerance, max_offset
 
 
 def _identify(
@@ -69,6 +78,9 @@ def identify(
 
     The rows of ``table`` must be consecutive integer positions ``p0, p0+1, ...`` with
     ``0 <= p0 < max_offset`` (e.g. 2 for fairseq-style tables whose first rows are padding).
+    Every first position in that range is searched, so the base and offset reported are the
+    exact ones (or the table is ``ambiguous``); ``max_offset`` is at most
+    :data:`MAX_OFFSET_LIMIT` = 2^24 for that reason.
     The base does not need to be known. For each registered convention (and, only when none
     fits, for the odd-exponent cosine bug of :func:`odd_exponent_table`):
 
@@ -96,7 +108,9 @@ def identify(
     marian 10^4); a float16 table with few channels may not separate nearby bases.
 
     Not matched: a table with the odd-exponent cosine bug (then ``bug`` names it, and
-    ``base`` and ``offset`` are those of its sine columns), a scaled table (it is not a
+    ``base`` and ``offset`` are those of its sine columns), a table whose first position is
+    ``max_offset`` or more (``"no_offset"`` when its phases fit no first position in range;
+    ``"no_fit"`` otherwise, or a float32-accurate fit elsewhere), a scaled table (it is not a
     sinusoidal table), noise, an all-zero table (except tensor2tensor with d_model = 1, which
     is all zeros), a table with NaN or inf. A table given transposed, ``(d_model, L)``, is
     tried as ``table.T`` when it does not match as given (``transposed`` is then True).
@@ -112,13 +126,15 @@ def identify(
             float32, 2^-53 for float64: twice the largest rounding error of values in
             [-1, 1]), plus min((p + 1)·2^-21, 2^-7) for tables computed in float32
             arithmetic, as many checkpoints hold.
-        max_offset: offsets ``0 .. max_offset - 1`` are searched (default 2^20).
+        max_offset: offsets ``0 .. max_offset - 1`` are searched (default 2^20, at most
+            :data:`MAX_OFFSET_LIMIT` = 2^24).
 
     Returns:
         :class:`Identification`.
 
     Raises:
-        ValueError: ``table`` is not 2-D or is empty. TypeError: it is not numeric.
+        ValueError: ``table`` is not 2-D or is empty, or ``max_offset`` is out of range.
+        TypeError: ``table`` is not numeric.
 
     >>> from posenc import sinusoidal
     >>> from posenc.analysis import odd_exponent_table

@@ -4,6 +4,11 @@ Each (sin, cos) column pair of a sinusoidal table turns by ω_k = base^(-e_k) pe
 angles give the base (:func:`_estimate_log_base`), and the phases p0·ω_k (mod 2π) of row 0
 give the first position p0 (:func:`_observations`, :func:`_offset_candidates`), checked on a
 few rows (:func:`_best_offsets`).
+
+The offset search is exhaustive: the lowest frequency ω of a table leaves ceil(max_offset·ω/2π)
+candidate positions, every one of which is followed to the end. With ω_0 = 1 in every table
+that is at most max_offset/2π + 2 branches, which :data:`MAX_OFFSET_LIMIT` bounds (about 2.7
+million at the limit, 2**24); :func:`posenc.analysis.identify` refuses a larger ``max_offset``.
 """
 
 from __future__ import annotations
@@ -14,10 +19,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._frequencies import MIN_BASE
 from ._hypotheses import _Hypothesis
 from ._results import _F64
 
 _TWO_PI = 2.0 * math.pi
+
+#: The largest ``max_offset`` :func:`posenc.analysis.identify` accepts: up to it the offset
+#: search follows every candidate, so a table found has its exact base and first position.
+MAX_OFFSET_LIMIT = 2**24
+
+#: The most branches the offset search keeps: every wrap of a frequency <= 1 below the limit.
+_MAX_BRANCHES = math.ceil(MAX_OFFSET_LIMIT / _TWO_PI) + 2
+
+#: Candidate offsets whose phase mismatch is measured at once (bounds the memory used).
+_SCORE_ROWS = 1 << 16
 
 #: Bases tried when the table cannot tell the base by itself (e.g. a single row).
 DEFAULT_BASES = (10000.0, 100.0, 1000.0, 100000.0, 500000.0, 1000000.0, 10000000.0)
@@ -82,7 +98,10 @@ def _roundness(value: float) -> int:
 
 
 def _candidate_bases(log_base: float | None, given: list[float]) -> list[tuple[float, int]]:
-    """(base, rank) pairs to try; rank orders preference (given bases 0, then roundness)."""
+    """(base, rank) pairs to try; rank orders preference (given bases 0, then roundness).
+
+    Estimates below the smallest base a table can have (``MIN_BASE``) are left out.
+    """
     out: dict[float, int] = {b: 0 for b in given}
     for b in DEFAULT_BASES:
         out.setdefault(b, _roundness(b))
@@ -92,7 +111,7 @@ def _candidate_bases(log_base: float | None, given: list[float]) -> list[tuple[f
             snapped = float(f"{raw:.{digits - 1}e}")
             out.setdefault(snapped, _roundness(snapped))
         out.setdefault(raw, _roundness(raw))
-    return list(out.items())
+    return [(b, rank) for b, rank in out.items() if b >= MIN_BASE]
 
 
 def _observations(
@@ -135,8 +154,10 @@ def _offset_candidates(
     """Integer offsets p0 in [0, max_offset) whose phases p0·ω_j match the observed ones.
 
     Coarse to fine: the lowest frequency gives p0 modulo its wavelength, each more precise
-    one refines it (keeping every branch its uncertainty allows). Returns the integer
-    candidates (as float64) and their worst phase mismatch in units of the phase error.
+    one refines it (keeping every branch its uncertainty allows). Every branch is kept (at most
+    ``_MAX_BRANCHES``; a search that would need more, or whose phases do not narrow it down,
+    finds nothing rather than part of the answer). Returns the integer candidates (as float64)
+    and their worst phase mismatch in units of the phase error.
     """
     empty = np.zeros(0)
     if omega.size == 0:
@@ -144,9 +165,11 @@ def _offset_candidates(
     order = np.argsort(omega, kind="stable")
     omega, phase, error = omega[order], phase[order], error[order]
     count = math.ceil(max_offset * omega[0] / _TWO_PI) + 1
+    if count > _MAX_BRANCHES:  # only frequencies above 1 (a base below 1) get here
+        return empty, empty
     spread = float(error[0] / omega[0])
     # from m = -1: a phase just below 2π may belong to an offset just above 0
-    cands = (phase[0] + _TWO_PI * np.arange(-1, min(count, 1 << 18))) / omega[0]
+    cands = (phase[0] + _TWO_PI * np.arange(-1, count)) / omega[0]
     cands = cands[(cands > -spread - 1.0) & (cands < max_offset + spread + 1.0)]
     precision = error / omega  # the offset error each column alone would leave
     used = 0
@@ -166,7 +189,7 @@ def _offset_candidates(
         step = np.arange(start.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
         cands = (phi + _TWO_PI * (start + step)) / w
         spread, used = float(precision[j]), j
-        if cands.shape[0] > 1 << 17:  # not narrowing down: the phases are inconsistent
+        if cands.shape[0] > _MAX_BRANCHES:  # not narrowing down: the phases are inconsistent
             return empty, empty
         if cands.shape[0] == 0:
             return empty, empty
@@ -177,11 +200,13 @@ def _offset_candidates(
         ints = np.unique(np.rint(cands)[:, None] + np.arange(-width, width + 1)[None, :])
     ints = ints[(ints >= 0) & (ints < max_offset)]
     score = np.zeros(ints.shape[0])
-    for first in range(0, omega.shape[0], 64):
-        part = slice(first, first + 64)
-        w, phi, err = omega[part], phase[part], error[part]
-        mismatch = np.abs(_wrap(np.multiply.outer(ints, w) - phi)) / err
-        score = np.maximum(score, mismatch.max(axis=1))
+    for begin in range(0, ints.shape[0], _SCORE_ROWS):
+        rows = slice(begin, begin + _SCORE_ROWS)
+        for first in range(0, omega.shape[0], 64):
+            part = slice(first, first + 64)
+            w, phi, err = omega[part], phase[part], error[part]
+            mismatch = np.abs(_wrap(np.multiply.outer(ints[rows], w) - phi)) / err
+            score[rows] = np.maximum(score[rows], mismatch.max(axis=1))
     return ints, score
 
 
@@ -197,7 +222,10 @@ def _best_offsets(
     """The ``keep`` offsets whose rows 0, L/2 and L-1 are closest to the table's.
 
     The closest first, then the smallest offsets within ``threshold`` of the table (when
-    several fit, as in a table with d_model <= 2, small offsets are the likely ones).
+    several fit, as in a table with d_model <= 2, small offsets are the likely ones). When
+    more than ``keep`` tie on those rows, the tied ones are measured on every row, so that
+    an offset the table does not pin down always comes with another that fits as well (the
+    answer is then ambiguous, never one of them at random).
     """
     if ints.shape[0] == 0:
         return []
@@ -212,7 +240,40 @@ def _best_offsets(
     # the closest one, then the smallest offsets among those within rounding (ties)
     closest = int(np.argmin(mismatch))
     tied = np.nonzero(mismatch <= max(threshold, mismatch[closest]))[0]
+    if tied.shape[0] > keep and length > check.shape[0]:
+        room = max(keep, (1 << 20) // (length * d_model))
+        tied = tied[np.argsort(mismatch[tied], kind="stable")[:room]]
+        positions = (ints[tied, None] + np.arange(length)[None, :]).astype(np.int64).ravel()
+        full = hyp.build(positions, base).reshape(tied.shape[0], length, d_model)
+        mismatch[tied] = np.abs(full - table[None]).max(axis=(1, 2))
+        closest = int(tied[np.argmin(mismatch[tied])])
+        tied = tied[mismatch[tied] <= max(threshold, mismatch[closest])]
     smallest = tied[np.argsort(ints[tied], kind="stable")[:keep]]
     nearest = np.argsort(mismatch, kind="stable")[:keep]
     chosen = dict.fromkeys([closest, *smallest.tolist(), *nearest.tolist()])
     return [int(ints[i]) for i in chosen][:keep]
+
+
+def _single_row_offsets(
+    row: _F64, hyp: _Hypothesis, base: float | None, max_offset: int, tolerance: float
+) -> tuple[_F64, _F64]:
+    """Every first position ``0 .. max_offset - 1`` of a single row of lone columns.
+
+    Such a row has no phase to read (a lone sine or cosine, one value), so every position is
+    tried on its fastest column, in chunks (:func:`_best_offsets` then checks every column).
+    Returns the positions whose value is within ``tolerance`` (at most 8192, the closest), and
+    their mismatch in units of it.
+    """
+    omega = np.power(10000.0 if base is None else base, -hyp.lone_exp)
+    j = int(np.argmax(omega))
+    fn, value = (np.cos if hyp.lone_is_cos[j] else np.sin), row[hyp.lone[j]]
+    ints, score = np.zeros(0), np.zeros(0)
+    for start in range(0, max_offset, 1 << 20):
+        p = np.arange(start, min(start + (1 << 20), max_offset), dtype=np.float64)
+        mismatch = np.abs(fn(p * omega[j]) - value) / tolerance
+        near = mismatch <= 1.0
+        ints, score = np.concatenate([ints, p[near]]), np.concatenate([score, mismatch[near]])
+        if ints.shape[0] > 8192:
+            best = np.argpartition(score, 8191)[:8192]
+            ints, score = ints[best], score[best]
+    return ints, score

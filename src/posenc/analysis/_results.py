@@ -19,7 +19,9 @@ import numpy.typing as npt
 _F64 = npt.NDArray[np.float64]
 
 #: What :func:`identify` concluded, see :class:`Identification`.
-Outcome = Literal["match", "ambiguous", "bug", "no_fit", "off_circle", "all_zero", "non_finite"]
+Outcome = Literal[
+    "match", "ambiguous", "bug", "no_fit", "no_offset", "off_circle", "all_zero", "non_finite"
+]
 
 
 def plain(value: Any) -> Any:
@@ -209,6 +211,9 @@ class Identification(_Result):
               ``alternatives``);
             - ``"bug"``: the table has a known bug (``bug`` names it), not a convention;
             - ``"no_fit"``: no convention fits; ``closest`` is the closest one tried;
+            - ``"no_offset"``: a convention's (sin, cos) column pairs lie on the unit circle,
+              but no first position below ``max_offset`` fits their phases: the first
+              position may be ``max_offset`` or more;
             - ``"off_circle"``: under every convention's layout the (sin, cos) column pairs
               are off the unit circle (a scaled table, noise), so none was tried;
             - ``"all_zero"``: the table is all zeros (only tensor2tensor with d_model = 1 is,
@@ -224,8 +229,8 @@ class Identification(_Result):
         candidates: the closest hypotheses tried (at most 6), best first.
         closest: the candidate ``residual`` belongs to: the answer (the first of
             ``alternatives``), or when nothing fits the closest convention tried (for
-            ``"off_circle"`` the layout closest to the unit circle, with no base or offset);
-            None for ``"non_finite"``.
+            ``"off_circle"`` and ``"no_offset"`` the layout closest to the unit circle, with
+            no base or offset); None for ``"non_finite"``.
         within: for an answer, which tolerance it fits: ``"rounding"`` (the table dtype's
             rounding) or ``"float32"`` (the error of a table computed in float32
             arithmetic); None when nothing fits.
@@ -240,6 +245,8 @@ class Identification(_Result):
         base_guessed: a single row fixed the base only among a few common ones
             (:data:`DEFAULT_BASES`).
         transposed: the table was given as ``(d_model, L)``; the answer is for ``table.T``.
+        max_offset: the first positions searched were ``0 .. max_offset - 1`` (None when no
+            search ran: ``"non_finite"``).
     """
 
     matched: bool
@@ -260,3 +267,4 @@ class Identification(_Result):
     zero_row: int | None = None
     base_guessed: bool = False
     transposed: bool = False
+    max_offset: int | None = None

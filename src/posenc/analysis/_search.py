@@ -3,8 +3,9 @@
 For each hypothesis (:mod:`._hypotheses`) not ruled out by a cheap lower bound on its
 residual, the bases and first positions its phases allow (:mod:`._phases`) are scored by
 their max difference from the table on up to 64 sample rows. The result, a
-:class:`Search`, lists the scored candidates and the pruned hypotheses; the confirm step
-(:mod:`._confirm`) checks the best of them on the full table.
+:class:`Search`, lists the scored candidates, the pruned hypotheses and those for which no
+first position below ``max_offset`` fits the phases; the confirm step (:mod:`._confirm`)
+checks the best of them on the full table.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._phases import (
     _estimate_log_base,
     _observations,
     _offset_candidates,
+    _single_row_offsets,
 )
 from ._results import _F64, Candidate, _Result
 
@@ -109,13 +111,14 @@ def _score_hypothesis(
         offsets: list[int | None] = [None]
         if hyp.informative:
             obs = _observations(table, hyp, base, eps)
-            ident = b"".join(x.tobytes() for x in obs)
+            # no phase to read (a single row of lone columns): the offsets depend on the base
+            ident = b"".join(x.tobytes() for x in obs) or repr(base).encode()
             if ident not in searched:  # bases that leave the same phases share the search
                 if obs[0].size:
                     searched[ident] = _offset_candidates(*obs, max_offset)
-                else:  # lone columns of a single row: try the first offsets one by one
-                    ints = np.arange(min(max_offset, 1 << 16), dtype=np.float64)
-                    searched[ident] = ints, np.zeros_like(ints)
+                else:  # lone columns of a single row: try every offset
+                    loose = _tolerances(unit, max_offset)[1] if tolerance is None else tolerance
+                    searched[ident] = _single_row_offsets(table[0], hyp, base, max_offset, loose)
             ints, score = searched[ident]
             offsets = [*_best_offsets(table, hyp, base, ints, score, 4, unit)]
         for offset in offsets:
@@ -164,11 +167,17 @@ class Search(_Result):
             :class:`Candidate` whose ``residual`` is the lower bound that ruled it out.
         loosest: the tolerance the lower bounds were compared with (``tolerance`` when given,
             else the loose tolerance of a far position).
+        unplaced: the hypotheses not ruled out whose phases no first position in
+            ``0 .. max_offset - 1`` fits, for any base (a :class:`Candidate` with no base or
+            offset, and the lower bound as ``residual``).
+        max_offset: the first positions searched were ``0 .. max_offset - 1``.
     """
 
     scored: tuple[_Scored, ...]
     pruned: tuple[Candidate, ...]
     loosest: float
+    unplaced: tuple[Candidate, ...] = ()
+    max_offset: int | None = None
 
 
 def search(
@@ -192,13 +201,17 @@ def search(
     loosest = tolerance if tolerance is not None else _tolerances(unit, 1 << 30)[1]
     scored: list[_Scored] = []
     pruned: list[Candidate] = []
+    unplaced: list[Candidate] = []
     for stage in (conventions, [bug]):
         for hyp in stage:
             bound = _lower_bound(table, sample, hyp)
             if bound > 2.0 * loosest + 1e-6:
                 pruned.append(Candidate(hyp.convention, None, None, bound, hyp.bug))
                 continue
-            scored += _score_hypothesis(table, hyp, given, tolerance, unit, max_offset)
+            tried = _score_hypothesis(table, hyp, given, tolerance, unit, max_offset)
+            if not tried:
+                unplaced.append(Candidate(hyp.convention, None, None, bound, hyp.bug))
+            scored += tried
         if any(s.fits for s in scored):
             break  # a convention fits: the odd-exponent bug is only considered when none does
-    return Search(tuple(scored), tuple(pruned), loosest)
+    return Search(tuple(scored), tuple(pruned), loosest, tuple(unplaced), max_offset)

@@ -11,11 +11,18 @@ import torch
 
 from .._checks import check_base, check_int
 from .._conventions import ConventionName, get_convention
-from .._features import PairLayout, check_pairs, feature_slices
+from .._features import (
+    PairLayout,
+    check_pairs,
+    feature_slices,
+    layout_error,
+    pair_columns_agree,
+    pair_slices,
+)
 from .._frequencies import frequencies
 from .._rope_scaling import rope_frequencies, rope_scaling
-from .._rotary import default_seq_len, resolve_rotary_dim
-from ._checks import check_dtype, check_tensor, positions_tensor
+from .._rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
+from ._checks import check_dtype, check_tensor, data_checked, positions_tensor
 from ._kernels._cast import cast_exact
 from ._kernels._rope import RopeTables, rotate
 from ._kernels._table import rope_cos_sin, sinusoidal_at
@@ -127,10 +134,49 @@ def rotary_cos_sin(
     return rope_cos_sin(pos, torch.from_numpy(omega), attention, pairs, dtype, checked=checked)
 
 
+def _laid_out(cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> RopeTables:
+    """Tables checked to be laid out for ``pairs``, by the rule for data checks.
+
+    Read (CPU tensors, or any device under ``set_data_checks(True)``): a table of another
+    layout raises the NumPy core's error. Not read (accelerator, meta, traced): the rows
+    whose pairs disagree become NaN, with no synchronisation; the check runs over the tables,
+    never over ``x``.
+    """
+    if data_checked(cos) and data_checked(sin):
+        first, second = pair_slices(pairs, cos.shape[-1] // 2)
+        if torch.equal(cos[..., first], cos[..., second]) and torch.equal(
+            sin[..., first], sin[..., second]
+        ):  # the usual case, in two cheap calls
+            return RopeTables(cos, sin)
+        error = layout_error(cos, sin, pairs)  # NaN-aware, and says which layout they have
+        if error is not None:
+            raise error
+        return RopeTables(cos, sin)
+    agree = (pair_columns_agree(cos, pairs) & pair_columns_agree(sin, pairs)).all(
+        dim=-1, keepdim=True
+    )
+    nan = torch.full((), float("nan"), dtype=cos.dtype, device=cos.device)
+    return RopeTables(torch.where(agree, cos, nan), torch.where(agree, sin, nan))
+
+
+def _spread(cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> RopeTables:
+    """Tables of one column per pair ``(..., r/2)`` laid out for ``pairs`` ``(..., r)``."""
+    if pairs == "half":
+        return RopeTables(torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1))
+    return RopeTables(
+        torch.stack((cos, cos), dim=-1).flatten(-2), torch.stack((sin, sin), dim=-1).flatten(-2)
+    )
+
+
 def apply_rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, pairs: PairLayout = "half"
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    pairs: PairLayout = "half",
+    rotary_dim: int | None = None,
 ) -> torch.Tensor:
-    """Rotate the first ``r = cos.shape[-1]`` channels of ``x``; the rest pass through.
+    """Rotate the first ``r`` channels of ``x``; the rest pass through.
 
     ``x[..., :r]·cos + rotate(x[..., :r])·sin`` with ``rotate`` mapping each pair ``(a, b)``
     to ``(−b, a)``: Hugging Face's ``apply_rotary_pos_emb`` for ``pairs="half"`` (pass
@@ -139,10 +185,20 @@ def apply_rotary(
 
     Args:
         x: floating tensor ``(..., d)``, e.g. queries ``(b, h, s, d)``.
-        cos, sin: tables of the same shape ``(..., r)`` (from :func:`rotary_cos_sin` with the
-            same ``pairs``), broadcastable against ``x[..., :r]``, e.g. ``(s, r)`` or
-            ``(b, 1, s, r)`` for ``x`` of shape ``(b, h, s, d)``; on ``x``'s device.
-        pairs: ``"half"`` or ``"interleaved"``.
+        cos, sin: tables of the same shape, on ``x``'s device, broadcastable against ``x``
+            but for their last dimension (e.g. ``(s, ·)`` or ``(b, 1, s, ·)`` for ``x`` of
+            shape ``(b, h, s, d)``), of one of two forms:
+
+            - ``(..., r)``, laid out for ``pairs`` (from :func:`rotary_cos_sin` with the same
+              ``pairs``, or Hugging Face's): each angle fills both channels of its pair. A
+              table of the other layout is a ``ValueError`` when its values are read (CPU,
+              or ``set_data_checks(True)``); otherwise (accelerator, meta, traced) its rows
+              whose pairs disagree come out NaN, without a synchronisation.
+            - ``(..., r/2)``, one column per pair (flash-attn's form), with ``rotary_dim=r``:
+              no layout, nothing to check.
+        pairs: ``"half"`` or ``"interleaved"``, how ``x`` pairs its channels.
+        rotary_dim: ``r``: ``cos.shape[-1]`` (default) or ``2 * cos.shape[-1]`` (one column
+            per pair).
 
     Returns:
         tensor of ``x``'s shape and dtype. The arithmetic runs in float32 (float64 if ``x`` or
@@ -154,43 +210,28 @@ def apply_rotary(
         vectorised loop leaves to scalar code): within one unit in the last place of the
         float32 (float64) formula, so the same token may differ in that last bit between
         calls of different shapes. Gradients flow to ``x`` (and to ``cos``/``sin`` when
-        they require them, through the formula).
+        they require them, through the formula). The layout check reads the tables only,
+        ``(s, r)`` against ``x``'s ``(b, h, s, d)``.
 
     >>> cos, sin = rotary_cos_sin(torch.tensor([1]), 4)
     >>> apply_rotary(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), cos, sin)
     tensor([[0.5403, 0.0000, 0.8415, 0.0000]])
+    >>> apply_rotary(torch.ones(1, 4), cos, sin, pairs="interleaved")
+    Traceback (most recent call last):
+    ...
+    ValueError: pairs='interleaved' does not match cos/sin: they are laid out for pairs='half' \
+(channels k and k + 2 hold the same angle); pass pairs='half' if x pairs its channels that way, \
+or build the tables with pairs='interleaved'
     """
     pairs = check_pairs(pairs)
     check_tensor("x", x)
     check_tensor("cos", cos)
     check_tensor("sin", sin)
-    if cos.shape != sin.shape:
-        raise ValueError(
-            f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
-        )
     if cos.device != x.device or sin.device != x.device:
         raise ValueError(
             f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}"
         )
-    if x.dim() == 0 or cos.dim() == 0:
-        raise ValueError(
-            f"x and cos must have a channel dimension, got shapes {tuple(x.shape)} "
-            f"and {tuple(cos.shape)}"
-        )
-    dim = cos.shape[-1]
-    if dim < 2 or dim % 2 or dim > x.shape[-1]:
-        raise ValueError(
-            f"cos must have an even number of channels <= x.shape[-1] = {x.shape[-1]}, "
-            f"got shape {tuple(cos.shape)}"
-        )
-    part = (*x.shape[:-1], dim)
-    try:
-        together = tuple(torch.broadcast_shapes(part, cos.shape))  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        together = None
-    if together != part:
-        raise ValueError(
-            f"cos/sin of shape {tuple(cos.shape)} must broadcast against x[..., :{dim}] of "
-            f"shape {part} (x has shape {tuple(x.shape)})"
-        )
-    return rotate((x,), RopeTables(cos, sin), pairs)[0]
+    shapes = (tuple(x.shape), tuple(cos.shape), tuple(sin.shape))
+    _, per_pair = check_rotation_shapes(*shapes, rotary_dim)
+    tables = _spread(cos, sin, pairs) if per_pair else _laid_out(cos, sin, pairs)
+    return rotate((x,), tables, pairs)[0]

@@ -37,7 +37,12 @@ __all__ = ["RopeTables", "phasors", "rotate", "rotate_formula"]
 
 class RopeTables(NamedTuple):
     """cos/sin ``(..., r)`` laid out for the pairs, broadcastable against the rotated channels,
-    and optionally their interleaved phasors ``(..., r/2)`` (complex, from :func:`phasors`)."""
+    and optionally their interleaved phasors ``(..., r/2)`` (complex, from :func:`phasors`).
+
+    "Laid out for the pairs" is what the fast paths rely on: each angle in both channels of
+    its pair (the half path reads both halves, the interleaved path the even columns only).
+    The modules build such tables; ``posenc.torch.apply_rotary`` checks the tables it is
+    given (or marks their rows NaN) before they reach :func:`rotate`."""
 
     cos: torch.Tensor
     sin: torch.Tensor
