@@ -410,34 +410,6 @@ def _timestep_call() -> Call:
 
 KNOWN: list[Known] = [
     Known(
-        "apply-rotary-mismatched-pairs",
-        "apply_rotary rotates tables built for the other pairs layout without a word",
-        _mismatched_pairs,
-        _mismatched_pairs_call,
-    ),
-    Known(
-        "rope-scaling-edges",
-        "YaRN with base 1 and LongRoPE with original length 1 divide by zero; dynamic "
-        "scaling overflows for a huge seq_len",
-        _rope_edge,
-        _yarn_call,
-    ),
-    Known(
-        "extreme-base",
-        "a tiny base (1e-300, 5e-324) overflows the frequencies: NaN tables (also inf "
-        "wavelengths for base 1e308, and errors that blame scale for a tiny max_period)",
-        _extreme_base,
-        lambda: _call(
-            "posenc.sinusoidal",
-            posenc.sinusoidal,
-            _finite,
-            positions=[2**40],
-            d_model=64,
-            base=1e-300,
-            convention="tensor2tensor",
-        ),
-    ),
-    Known(
         "identify-wide-offsets",
         "identify with max_offset far above the default is inexact (base 10000.0002 for a "
         "paper table at 2**32); from about 2**40 its search also takes gigabytes of memory "

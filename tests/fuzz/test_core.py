@@ -295,6 +295,8 @@ def test_apply_rotary(data: st.DataObject) -> None:
     )
     if rotary_dim is None and "rotary_dim" in a.kwargs and a.kinds["rotary_dim"] == HOSTILE:
         a.kinds["rotary_dim"] = VALID  # None means "cos.shape[-1]"
+    if rotary_dim == 2 * r and a.kinds.get("rotary_dim") == HOSTILE:
+        a.kinds["rotary_dim"] = DOUBTFUL  # the tables may be read as one column per pair
     mismatch = (pairs or "half") != layout
     if mismatch and a.kinds.get("pairs", VALID) == VALID:
         a.kinds["pairs"] = DOUBTFUL  # tables of the other layout: refuse, or rotate correctly

@@ -238,6 +238,8 @@ def test_rotary_embedding(data: st.DataObject) -> None:
         ),
     )
     base = a.draw("base", BASES, optional=True)
+    if base is None and "base" in a.kwargs:
+        a.kinds["base"] = VALID  # None means 10000.0 (or no base with frequencies=)
     pairs = a.draw("pairs", name(PAIRS), optional=True)
     h = int(head_dim) if a.kinds["head_dim"] == VALID else 8
     b_ = float(base) if base is not None and a.kinds["base"] == VALID else 10000.0

@@ -2,8 +2,8 @@
 
 :func:`rope_module` turns a ``transformers`` config (and, for models whose rotary module is
 called per layer type, that layer type) into the posenc module that computes its RoPE
-frequencies in float64. When posenc reads whole per-layer plans from a config, this function
-will ask the plan; nothing else in the swap reads a config's rope settings.
+frequencies in float64, through :func:`posenc.rope_plan` (``LlamaRotary.from_config``);
+nothing else in the swap reads a config's rope settings.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def rope_module(config: Any, layer_type: str | None = None) -> Any:
     unknown rope type, nested per-layer parameters without a layer type, missing keys).
     """
     if layer_type is not None:
-        config = _LayerView(config, layer_type)
+        try:  # the plan reads per-layer-type parameters and layer_types itself
+            return LlamaRotary.from_config(config, layer_type=layer_type)
+        except ValueError:  # a config with one config per layer type (per_layer_config)
+            config = _LayerView(config, layer_type)
     elif _nested(getattr(config, "rope_parameters", None)):
         raise ValueError(
             "config.rope_parameters holds one entry per layer type "
