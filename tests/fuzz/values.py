@@ -316,6 +316,11 @@ def valid_scalings(dim: int, base: float) -> st.SearchStrategy[Any]:
                 original,
             )
         )
+    if base <= 1.0:  # YaRN divides by ln(base): base must be > 1
+        kinds = [
+            k.filter(lambda p: not (isinstance(p, dict) and p.get("rope_type") == "yarn"))
+            for k in kinds
+        ]
     with_theta = st.tuples(st.one_of(kinds), theta).map(
         lambda pair: pair[0] if pair[0] is None else {**pair[0], **pair[1]}
     )
