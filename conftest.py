@@ -17,6 +17,7 @@ import pytest
 OPTIONAL = frozenset({"torch", "matplotlib"})
 _ROOT = Path(__file__).parent
 _SRC = _ROOT / "src"
+_TORCH_TESTS = _ROOT / "tests" / "torch"
 # file at the repository root → the optional packages its examples import
 _NEEDS = {"README.md": ("torch",)}
 
@@ -33,6 +34,8 @@ def _missing_optional(exc: BaseException | None) -> str | None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if _TORCH_TESTS in collection_path.parents and importlib.util.find_spec("torch") is None:
+        return True  # tests/torch/ needs torch (helper modules too, which no test skips)
     if (
         not config.option.doctestmodules
         or collection_path.suffix != ".py"

@@ -7,6 +7,7 @@ The signal, full-disk and broken-pipe tests run the real command in a subprocess
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import re
 import signal
@@ -217,6 +218,11 @@ def test_failure_midway_keeps_the_old_file(
     assert out.read_bytes() == OLD
 
 
+NEEDS_MATPLOTLIB = pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="posenc plot needs matplotlib"
+)
+
+
 def _demo_figures(folder: Path) -> None:
     folder.mkdir()
     (folder / "heatmap.png").write_bytes(OLD)
@@ -228,10 +234,16 @@ def _demo_figures(folder: Path) -> None:
         (["table", "--length", "9", "--d-model", "4", "--out", "t.npy"], "t.npy", "--force"),
         (["table", "--length", "9", "--d-model", "4", "--out", "no/t.npy"], None, "no such folder"),
         (["table", "--length", "9", "--d-model", "4", "--out", "d"], "d/", "is a folder"),
-        (["plot", "heatmap", "--out", "h.gif"], None, ".png or .svg"),
-        (["plot", "heatmap", "--out", "no/h.png"], None, "no such folder"),
-        (["plot", "heatmap", "--out", "h.png"], "h.png", "--force"),
-        (["plot", "heatmap"], "heatmap.png", "--force"),
+        pytest.param(
+            ["plot", "heatmap", "--out", "h.gif"], None, ".png or .svg", marks=NEEDS_MATPLOTLIB
+        ),
+        pytest.param(
+            ["plot", "heatmap", "--out", "no/h.png"], None, "no such folder", marks=NEEDS_MATPLOTLIB
+        ),
+        pytest.param(
+            ["plot", "heatmap", "--out", "h.png"], "h.png", "--force", marks=NEEDS_MATPLOTLIB
+        ),
+        pytest.param(["plot", "heatmap"], "heatmap.png", "--force", marks=NEEDS_MATPLOTLIB),
         (["demo", "--out", "pe.npy"], None, "folder"),
         (["demo", "--out", "f"], "f", "not a folder"),
         (["demo", "--out", "figs"], _demo_figures, "--force"),

@@ -152,7 +152,10 @@ def test_inspect_help_documents_the_cap(capsys: pytest.CaptureFixture[str]) -> N
 
 @pytest.fixture
 def plot() -> Any:
-    return pytest.importorskip("posenc.plot", reason="needs matplotlib")
+    pytest.importorskip("matplotlib", reason="posenc.plot needs matplotlib")
+    import posenc.plot
+
+    return posenc.plot
 
 
 def test_heatmap_of_a_billion_positions_draws_sampled_rows(
