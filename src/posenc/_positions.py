@@ -80,8 +80,8 @@ def table_positions(
     that cannot fit in memory is refused first, before even the positions ``0..L-1`` of a
     length are made (:func:`posenc._checks.check_allocation`, naming ``names``)."""
     length = as_length("positions", positions)
-    if length is not None:  # the table and the int64 positions 0..L-1
-        check_allocation(names, (length, width), itemsize + 8 // max(width, 1), copies)
+    if length is not None:
+        check_allocation(names, (length, width), itemsize, copies)
     array = positions_array(positions)
     check_allocation(names, (array.size, width), itemsize, copies)
     return array

@@ -143,14 +143,14 @@ def positions_tensor(
 ) -> tuple[torch.Tensor, bool]:
     """An int ``L`` means ``arange(L)``; anything else goes through :func:`as_positions`.
 
-    ``table`` is ``(names, width, bytes per row)`` of the table the positions are for: for a
+    ``table`` is ``(names, width, itemsize)`` of the table the positions are for: for a
     length, a table that cannot fit in memory is refused before ``arange(L)`` is made.
     Returns the positions (on ``device`` when one is given) and whether they were checked.
     """
     length = as_length("positions", positions)
     if length is not None:
-        names, width, row_bytes = table
-        check_allocation(names, (length, width), 8 // width + -(-row_bytes // width))
+        names, width, itemsize = table
+        check_allocation(names, (length, width), itemsize)
         return torch.arange(length, device=device), True
     pos, checked = as_positions("positions", positions, device)
     return (pos if device is None else pos.to(device)), checked

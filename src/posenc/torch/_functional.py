@@ -80,7 +80,7 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-    table = ("positions and d_model", d_model, d_model * dtype.itemsize)
+    table = ("positions and d_model", d_model, dtype.itemsize)
     pos, checked = positions_tensor(positions, device, table=table)
     omega = torch.from_numpy(frequencies(d_model, base=base, convention=convention))
     layout = feature_slices(d_model, get_convention(convention))
@@ -126,7 +126,7 @@ def rotary_cos_sin(
     pairs = check_pairs(pairs)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-    table = ("positions and head_dim", dim, 2 * dim * dtype.itemsize)
+    table = ("positions and head_dim", dim, 2 * dtype.itemsize)  # cos and sin
     pos, checked = positions_tensor(positions, device, table=table)
     if seq_len is None and spec is not None and spec.depends_on_length:
         seq_len = largest_position_seq_len(pos)
