@@ -81,6 +81,8 @@ PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
                 ("glm4v_text", "glm4v"),  # rotate_half_llm pairs 2k, 2k+1
                 ("glm_ocr_text", "glm_ocr"),
                 ("efficientloftr", "efficientloftr"),  # Cohere's rotate_half
+                ("gptj", "gptj"),  # rotate_every_two pairs 2k, 2k+1
+                ("codegen", "codegen"),
             ]
         },
         **{  # vision towers whose rotate_pairwise pairs 2k, 2k+1
