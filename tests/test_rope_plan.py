@@ -344,3 +344,19 @@ def test_v4_gemma3_without_the_pattern_uses_the_model_default() -> None:
     config = {"head_dim": 8, "num_hidden_layers": 12, "rope_theta": 1e6}
     plan = rope_plan({**config, "rope_local_base_freq": 1e4})
     assert [x.base for x in plan].count(1e6) == 2  # layers 6 and 12 are global
+
+
+def test_gpt2_style_names_in_a_config_json() -> None:
+    """GPT-J and CodeGen's config.json spell the sizes n_embd, n_head and n_layer."""
+    config = {
+        "model_type": "gptj",
+        "n_embd": 64,
+        "n_head": 4,
+        "n_layer": 3,
+        "n_positions": 2048,
+        "rotary_dim": 8,
+    }
+    plan = rope_plan(config)
+    assert len(plan.layers) == 3
+    layer = plan.layer()
+    assert (layer.head_dim, layer.rotary_dim, layer.pairs) == (16, 8, "interleaved")

@@ -106,9 +106,21 @@ def _get(config: Any, name: str) -> Any:
         return None
 
 
+# GPT-2-style spellings in config.json (GPT-J, CodeGen); config objects map them themselves.
+_ALIASES = {
+    "n_embd": "hidden_size",
+    "n_head": "num_attention_heads",
+    "n_layer": "num_hidden_layers",
+}
+
+
 def _as_dict(config: Any) -> dict[str, Any]:
     if isinstance(config, Mapping):
-        return dict(config)
+        d = dict(config)
+        for alias, name in _ALIASES.items():
+            if d.get(name) is None and d.get(alias) is not None:
+                d[name] = d[alias]
+        return d
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict) and isinstance(result := to_dict(), Mapping):
         d = dict(result)
