@@ -226,6 +226,17 @@ def test_check_shift_large_for_odd_exponent_bug_and_argument_errors() -> None:
         check_shift(table[0], 1)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_shift_refuses_a_table_that_is_not_finite(bad: float) -> None:
+    """A NaN or an infinity has no shift to check: refused, not a NaN or inf answer."""
+    table = posenc.sinusoidal(10, 8, dtype=np.float64)
+    table[3, 5] = bad
+    with pytest.raises(ValueError, match=rf"table must be finite, got {bad!r} at row 3, column 5"):
+        check_shift(table, 1)
+    with pytest.raises(ValueError, match="table must be finite, got nan at row 0, column 0"):
+        check_shift(np.full((3, 4), np.nan), 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. similarity
 # ---------------------------------------------------------------------------------------------
