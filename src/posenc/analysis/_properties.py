@@ -206,7 +206,8 @@ def check_shift(table: Any, k: int, *, base: float = 10000.0, convention: Any = 
     since no exact linear map exists for it (see :func:`shift_matrix`).
 
     Args:
-        table: 2-D array ``(L, d_model)`` of any real dtype.
+        table: 2-D array ``(L, d_model)`` of any real dtype, finite (a NaN or an infinity
+            raises ``ValueError``: there is no shift to check).
         k: integer shift in rows, ``-L < k < L``.
         base, convention: those of the table.
 
