@@ -26,14 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import (
-    MAX_EXACT_POSITION,
-    as_float,
-    as_length,
-    check_base,
-    check_bool,
-    check_int,
-)
+from ._checks import MAX_EXACT_POSITION, as_float, as_length, check_base, check_bool, check_int
 from ._frequencies import check_frequencies, check_schedule_base, paper_schedule
 
 __all__ = [
