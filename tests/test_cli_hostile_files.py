@@ -269,7 +269,23 @@ def test_parse_size(text: str, value: int) -> None:
     assert parse_size(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "x", "-1", "0", "8X", "nan", "inf", "1e400"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "x",
+        "-1",
+        "0",
+        "8X",
+        "nan",
+        "inf",
+        "1e400",
+        "9" * 400,
+        "9" * 400 + "P",
+        "8192P",
+        "9" * 5000,
+    ],
+)
 def test_bad_max_bytes_is_one_line(
     text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -281,8 +281,14 @@ def test_describe_precision_reports() -> None:
 
 
 def test_describe_rejects_other_results() -> None:
-    with pytest.raises(TypeError, match="describe takes an Identification or a PrecisionReport"):
+    accepted = (
+        r"result must be an Identification \(from posenc.analysis.identify\) or a "
+        r"PrecisionReport \(from posenc.analysis.precision_report\), got "
+    )
+    with pytest.raises(TypeError, match=accepted + r"Wavelengths\(.* \(Wavelengths\)"):
         describe(analysis.wavelengths(8))
-    with pytest.raises(TypeError, match="got str"):
+    with pytest.raises(TypeError, match=accepted + r"'a paper table' \(str\)"):
         describe("a paper table")
+    with pytest.raises(TypeError, match=accepted + r"None \(NoneType\)"):
+        describe(None)
     assert "describe" in posenc.__all__

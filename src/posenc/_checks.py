@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 __all__ = [
     "TooLargeError",
+    "as_float",
     "as_int64",
     "as_length",
     "check_allocation",
@@ -25,6 +26,7 @@ __all__ = [
     "check_bool",
     "check_float_dtype",
     "check_int",
+    "check_length",
     "check_offset",
     "check_position_magnitude",
     "check_positions",
@@ -32,6 +34,7 @@ __all__ = [
     "check_real",
     "check_sequence",
     "check_shift",
+    "is_integer",
     "memory_limit",
 ]
 
@@ -44,11 +47,54 @@ _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
 
 def _show(value: Any) -> str:
-    """A short ``repr`` for error messages (long arrays are summarised)."""
+    """A short ``repr`` for error messages: long arrays are summarised, and integers or
+    fractions too long to read are given in scientific notation (``about 1e+400``).
+
+    >>> _show(12), _show(10**400), _show(-(2**1100))
+    ('12', 'about 1e+400', 'about -1.36e+331')
+    """
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, numbers.Rational) and not isinstance(value, bool | np.bool_):
+        num, den = int(value.numerator), int(value.denominator)
+        if max(abs(num), den).bit_length() > 128:
+            return f"about {_scientific(num, den)}"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _scientific(num: int, den: int) -> str:
+    """``num / den`` in scientific notation, 3 significant digits, for any size of ints."""
+    if num == 0:
+        return "0"
+    exponent = math.log10(abs(num)) - math.log10(den)  # exact enough for ints of any size
+    whole = math.floor(exponent)
+    mantissa = 10.0 ** (exponent - whole)
+    return f"{'-' if num < 0 else ''}{mantissa:.3g}e{whole:+d}"
+
+
+def as_float(name: str, value: Any, allowed: str) -> float:
+    """``value`` as a float: the one conversion of a real-number argument.
+
+    ``allowed`` says what ``name`` accepts (``"a finite real number"``); a value that is not a
+    real number (a bool, a string, ``None``) raises ``TypeError`` saying so, and a number
+    beyond float64's range (``10**400``, ``Fraction(10**400)``) raises ``ValueError`` instead of
+    Python's ``OverflowError``. Callers check the float's own range (finite, > 0, ...).
+
+    >>> as_float("scale", 10**400, "a finite real number")
+    Traceback (most recent call last):
+    ...
+    ValueError: scale must be a finite real number, got about 1e+400 (int), beyond float64's ...
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)} ({type(value).__name__})")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} must be {allowed}, got {_show(value)} ({type(value).__name__}), beyond "
+            "float64's range (finite numbers within +-1.8e+308)"
+        ) from None
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
@@ -66,7 +112,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
         raise TypeError(f"{name} must be {allowed}, got {_show(value)} ({type(value).__name__})")
     result = int(value)
     if minimum is not None and result < minimum:
-        raise ValueError(f"{name} must be {allowed}, got {result}")
+        raise ValueError(f"{name} must be {allowed}, got {_show(result)}")
     return result
 
 
@@ -89,20 +135,32 @@ def as_length(name: str, value: Any) -> int | None:
     if isinstance(value, bool | np.bool_):
         return None  # positions, which refuse booleans by name
     if isinstance(value, numbers.Integral):
-        length = check_int(name, value, minimum=0)
-        if length - 1 > MAX_EXACT_POSITION:
-            raise ValueError(
-                f"{name} must be a length of at most 2**53 + 1 (positions 0 .. L-1 within "
-                f"+-2**53, where float64 holds them exactly), got {length}"
-            )
-        return length
-    if isinstance(value, numbers.Real) and float(value).is_integer():
+        return check_length(name, value)
+    allowed = "an int L (positions 0 .. L-1) or an array of positions"
+    if isinstance(value, numbers.Real) and (number := as_float(name, value, allowed)).is_integer():
         raise ValueError(
-            f"{name} must be an int L (positions 0 .. L-1) or an array of positions, got the "
-            f"whole number {value!r}, which could mean either: pass {int(float(value))} for a "
-            f"length, or [{value!r}] for one position"
+            f"{name} must be {allowed}, got the whole number {value!r}, which could mean "
+            f"either: pass {int(number)} for a length, or [{value!r}] for one position"
         )
     return None
+
+
+def check_length(name: str, value: Any) -> int:
+    """A number of positions ``L`` (an int >= 0): positions ``0 .. L-1`` must lie within the
+    position limit, so ``L`` is at most ``2**53 + 1``.
+
+    >>> check_length("max_len", 2**64)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_len must be a length of at most 2**53 + 1 (...), got 18446744073709551616
+    """
+    length = check_int(name, value, minimum=0)
+    if length - 1 > MAX_EXACT_POSITION:
+        raise ValueError(
+            f"{name} must be a length of at most 2**53 + 1 (positions 0 .. L-1 within "
+            f"+-2**53, where float64 holds them exactly), got {_show(length)}"
+        )
+    return length
 
 
 def check_position_magnitude(name: str, smallest: float, largest: float) -> None:
@@ -113,7 +171,7 @@ def check_position_magnitude(name: str, smallest: float, largest: float) -> None
     """
     for value in (smallest, largest):
         if not -MAX_EXACT_POSITION <= value <= MAX_EXACT_POSITION:
-            shown = f"{value}" if isinstance(value, int) else f"{value:.3g}"
+            shown = _show(value) if isinstance(value, int) else f"{value:.3g}"
             raise ValueError(
                 f"{name} must lie within +-2**53 (float64 holds them exactly), got {shown}"
             )
@@ -143,10 +201,10 @@ def check_shift(name: str, offset: Any, largest: Any) -> None:
     (a length traced by ``torch.compile``).
     """
     if offset > MAX_EXACT_POSITION or offset + largest > MAX_EXACT_POSITION:
-        context = f" for positions up to {largest}" if largest > 0 else ""
+        context = f" for positions up to {_show(largest)}" if largest > 0 else ""
         raise ValueError(
             f"{name} must keep positions within 2**53 (float64 holds them exactly), got "
-            f"{name}={offset}{context}"
+            f"{name}={_show(offset)}{context}"
         )
 
 
@@ -176,9 +234,7 @@ def check_base(name: str, value: Any) -> float:
     A base of 1 is allowed (every frequency is then 1); a base in (0, 1) makes the
     frequencies grow instead of shrink, which is unusual but well defined.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive finite number, got {_show(value)}")
-    result = float(value)
+    result = as_float(name, value, "a positive finite number")
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be a positive finite number, got {result!r}")
     return result
@@ -194,9 +250,7 @@ def check_real(name: str, value: Any) -> float:
     ...
     ValueError: scale must be a finite real number, got nan
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite real number, got {_show(value)}")
-    result = float(value)
+    result = as_float(name, value, "a finite real number")
     if not math.isfinite(result):
         raise ValueError(f"{name} must be a finite real number, got {result!r}")
     return result
@@ -204,9 +258,7 @@ def check_real(name: str, value: Any) -> float:
 
 def check_probability(name: str, value: Any) -> float:
     """Return ``value`` as a float in [0, 1] (a dropout probability)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number in [0, 1], got {_show(value)}")
-    result = float(value)
+    result = as_float(name, value, "a number in [0, 1]")
     if not 0.0 <= result <= 1.0:  # also rejects NaN
         raise ValueError(f"{name} must be a number in [0, 1], got {result!r}")
     return result

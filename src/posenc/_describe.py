@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ._checks import _show
 from .analysis import Candidate, Identification, PrecisionReport
 
 __all__ = ["describe"]
@@ -46,8 +47,9 @@ def describe(result: Any) -> str:
     if isinstance(result, PrecisionReport):
         return _precision_report(result)
     raise TypeError(
-        "describe takes an Identification or a PrecisionReport (from posenc.analysis), "
-        f"got {type(result).__name__}"
+        "result must be an Identification (from posenc.analysis.identify) or a "
+        "PrecisionReport (from posenc.analysis.precision_report), got "
+        f"{_show(result)} ({type(result).__name__})"
     )
 
 

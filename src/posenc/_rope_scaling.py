@@ -18,7 +18,6 @@ by name.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import MAX_EXACT_POSITION, as_length, check_base, check_bool, check_int
+from ._checks import MAX_EXACT_POSITION, as_float, as_length, check_base, check_bool, check_int
 from ._frequencies import check_frequencies, check_schedule_base, paper_schedule
 
 __all__ = [
@@ -57,9 +56,7 @@ def positive(name: str, value: Any) -> float:
 
 def finite(name: str, value: Any) -> float:
     """A finite real number (any sign)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{_key(name)} must be a finite number, got {value!r}")
-    result = float(value)
+    result = as_float(_key(name), value, "a finite number")
     if not math.isfinite(result):
         raise ValueError(f"{_key(name)} must be a finite number, got {result!r}")
     return result

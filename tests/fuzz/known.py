@@ -68,19 +68,6 @@ def _huge_count_accepted(v: Violation) -> bool:
     return v.kind in ("accepted", "wrong") and any(i >= 2**63 - 1 for i in _ints(v.call))
 
 
-def _overflowing_number(v: Violation) -> bool:
-    text = _message(v)
-    return (
-        v.kind == "raised"
-        and isinstance(v.exc, OverflowError)
-        and (
-            "too large to convert to float" in text
-            or "int too big to convert" in text
-            or "too large for a float" in text
-        )
-    )
-
-
 def _scaling(v: Violation) -> dict[str, Any]:
     spec = v.call.kwargs.get("scaling")
     try:
@@ -267,12 +254,6 @@ def _hostile(v: Violation, *names: str) -> bool:
     return bool((v.call.hostile | v.call.doubtful) & set(names))
 
 
-def _check_shift_nan(v: Violation) -> bool:
-    table = np.asarray(v.call.kwargs.get("table"))
-    finite = table.dtype.kind in "iuf" and bool(np.all(np.isfinite(table)))
-    return v.call.label == "posenc.analysis.check_shift" and v.kind == "accepted" and not finite
-
-
 def _bad_device(v: Violation) -> bool:
     return v.kind in ("raised", "unnamed", "accepted") and _hostile(v, "device")
 
@@ -324,10 +305,6 @@ def _embedding_ids(v: Violation) -> bool:
     )
 
 
-def _describe_message(v: Violation) -> bool:
-    return v.call.label == "posenc.describe" and v.kind == "unnamed"
-
-
 def _timestep_dim_one(v: Violation) -> bool:
     labels = ("posenc.torch.timestep_embedding", "TimestepEmbedding.forward")
     return v.call.label in labels and v.kind == "raised" and "reduction dim" in _message(v)
@@ -341,16 +318,6 @@ def _empty_interleaved_call() -> Call:
     rope = _pt().RotaryEmbedding(6, pairs="interleaved")
     q = _torch().zeros(2, 1, 0, 6)
     return _call("RotaryEmbedding.forward", rope, q=q, k=q)
-
-
-def _check_shift_call() -> Call:
-    return _call(
-        "posenc.analysis.check_shift",
-        analysis.check_shift,
-        hostile=("table",),
-        table=np.full((3, 4), np.nan),
-        k=1,
-    )
 
 
 def _device_call() -> Call:
@@ -439,31 +406,6 @@ KNOWN: list[Known] = [
         lambda: _call(
             "posenc.frequencies", posenc.frequencies, hostile=("d_model",), d_model=2**64
         ),
-    ),
-    Known(
-        "overflowing-numbers",
-        "numbers too large for float64 (10**400, Fraction(10**400)) raise OverflowError",
-        _overflowing_number,
-        lambda: _call(
-            "posenc.sinusoidal",
-            posenc.sinusoidal,
-            hostile=("base",),
-            positions=3,
-            d_model=4,
-            base=10**400,
-        ),
-    ),
-    Known(
-        "check-shift-non-finite",
-        "check_shift returns NaN for a table with NaN or inf instead of refusing it",
-        _check_shift_nan,
-        _check_shift_call,
-    ),
-    Known(
-        "describe-message",
-        "describe's TypeError does not name its argument (result)",
-        _describe_message,
-        lambda: _call("posenc.describe", posenc.describe, hostile=("result",), result=None),
     ),
     Known(
         "torch-device-unchecked",

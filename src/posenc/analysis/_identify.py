@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_int
+from .._checks import as_float, check_int
 from .._frequencies import check_schedule_base
 from ._confirm import confirm
 from ._phases import MAX_OFFSET_LIMIT
@@ -45,9 +44,7 @@ def _options(bases: Any, tolerance: Any, max_offset: Any) -> tuple[list[float], 
         raise TypeError(f"bases must be an iterable of numbers (e.g. [10000.0]), got {bases!r}")
     given = [] if bases is None else [check_schedule_base("bases", b) for b in bases]
     if tolerance is not None:
-        if isinstance(tolerance, (bool, np.bool_)) or not isinstance(tolerance, numbers.Real):
-            raise TypeError(f"tolerance must be a positive number or None, got {tolerance!r}")
-        tolerance = float(tolerance)
+        tolerance = as_float("tolerance", tolerance, "a positive finite number or None")
         if not tolerance > 0 or not math.isfinite(tolerance):
             raise ValueError(f"tolerance must be a positive finite number, got {tolerance!r}")
     max_offset = check_int("max_offset", max_offset, minimum=1)

@@ -10,10 +10,12 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import (
+    as_float,
     check_base,
     check_int,
     check_position_magnitude,
     check_positions,
+    is_integer,
 )
 from .._conventions import get_convention
 from .._features import feature_slices, sin_cos_pairs
@@ -26,8 +28,12 @@ from ._rounding import _dtype_name, _row_bits
 _TWO_PI = 2.0 * math.pi
 
 
-def _as_table(name: str, value: Any) -> _F64:
-    """A 2-D numeric array as float64; TypeError/ValueError naming ``name`` otherwise."""
+def _as_table(name: str, value: Any, *, finite: bool = False) -> _F64:
+    """A 2-D numeric array as float64; TypeError/ValueError naming ``name`` otherwise.
+
+    With ``finite``, a NaN or an infinity anywhere is refused too (a ``ValueError`` showing
+    the first one and where it is).
+    """
     try:
         array = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as exc:
@@ -42,7 +48,13 @@ def _as_table(name: str, value: Any) -> _F64:
         )
     if 0 in array.shape:
         raise ValueError(f"{name} must not be empty, got shape {array.shape}")
-    return array.astype(np.float64, copy=False)
+    table = array.astype(np.float64, copy=False)
+    if finite and not np.all(np.isfinite(table)):
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(table))[0])
+        raise ValueError(
+            f"{name} must be finite, got {float(table[row, col])!r} at row {row}, column {col}"
+        )
+    return table
 
 
 def wavelengths(d_model: int, *, base: float = 10000.0, convention: Any = "paper") -> Wavelengths:
@@ -109,8 +121,8 @@ def _pairs(d_model: int, base: float, convention: Any) -> _Pairs:
 
 def _check_shift_amount(k: Any) -> float:
     """``k`` as a float: a finite real number (not a bool), |k| <= 2**53."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Real):
-        raise TypeError(f"k must be a real number (the shift in positions), got {k!r}")
+    if not is_integer(k):  # ints stay exact for the limit's comparison
+        k = as_float("k", k, "a real number (the shift in positions)")
     value = check_positions("k", k).item()
     check_position_magnitude("k", value, value)
     return float(value)
@@ -194,7 +206,8 @@ def check_shift(table: Any, k: int, *, base: float = 10000.0, convention: Any = 
     since no exact linear map exists for it (see :func:`shift_matrix`).
 
     Args:
-        table: 2-D array ``(L, d_model)`` of any real dtype.
+        table: 2-D array ``(L, d_model)`` of any real dtype, finite (a NaN or an infinity
+            raises ``ValueError``: there is no shift to check).
         k: integer shift in rows, ``-L < k < L``.
         base, convention: those of the table.
 
@@ -205,7 +218,7 @@ def check_shift(table: Any, k: int, *, base: float = 10000.0, convention: Any = 
     >>> float(check_shift(odd_exponent_table(32, 8, dtype=np.float64), 1)) > 0.1
     True
     """
-    array = _as_table("table", table)
+    array = _as_table("table", table, finite=True)
     length, d_model = array.shape
     k = check_int("k", k)
     if abs(k) >= length:
@@ -353,9 +366,7 @@ def distinct_rows(
             bits[start:stop] = chunk_bits
         assert bits is not None
     else:
-        array = _as_table("table_or_length", table_or_length)
-        if not np.all(np.isfinite(array)):
-            raise ValueError("table_or_length must be finite, got NaN or infinity among its values")
+        array = _as_table("table_or_length", table_or_length, finite=True)
         length, d = array.shape
         if d_model is not None and check_int("d_model", d_model, minimum=1) != d:
             raise ValueError(f"d_model must match the table's width {d}, got {d_model}")

@@ -29,6 +29,7 @@ import re
 import struct
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -98,6 +99,7 @@ def default_max_bytes() -> int:
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_MAX_SIZE = 2**63 - 1  # sizes are compared with file and array sizes, int64 on every platform
 
 
 def parse_size(text: str) -> int:
@@ -109,11 +111,14 @@ def parse_size(text: str) -> int:
     (8589934592, 1536, 536870912)
     """
     match = _SIZE.fullmatch(text)
-    value = int(float(match[1]) * _UNITS[match[2].lower()]) if match else 0
-    if value < 1:
+    value = 0
+    if match and len(match[1]) <= 64:  # longer: far beyond the largest size, or not a size
+        value = int(Fraction(match[1]) * _UNITS[match[2].lower()])  # exact, no float overflow
+    if not 1 <= value <= _MAX_SIZE:
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
         raise argparse.ArgumentTypeError(
             "must be a positive size in bytes, e.g. 4096, 512M or 8G (K, M, G, T: powers of "
-            f"1024), got {text!r}"
+            f"1024), at most 2**63 - 1, got {shown!r}"
         )
     return value
 

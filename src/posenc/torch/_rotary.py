@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .._checks import check_base, check_int
+from .._checks import check_base, check_int, check_length
 from .._features import PairLayout, check_pairs
 from .._multi_axis import AxisOrder, AxisSchedule, _Request
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
@@ -186,7 +186,7 @@ class RotaryEmbedding(CachedTables):
         self.seq_dim = check_int("seq_dim", seq_dim)
         if self.seq_dim == -1:
             raise ValueError("seq_dim must not be -1: the last dimension holds the channels")
-        self.max_len = None if max_len is None else check_int("max_len", max_len, minimum=0)
+        self.max_len = None if max_len is None else check_length("max_len", max_len)
         # Plain CPU float64 tensors, not buffers: module casts must never touch them.
         # Key 0: the frequencies without a length (all types; longrope's short factors);
         # key 1: longrope's long factors.

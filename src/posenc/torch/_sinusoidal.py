@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import as_length, check_base, check_bool, check_int, check_probability
+from .._checks import as_length, check_base, check_bool, check_int, check_length, check_probability
 from .._conventions import ConventionName, get_convention
 from .._features import feature_slices
 from .._frequencies import frequencies
@@ -156,7 +156,7 @@ class SinusoidalPositionalEncoding(CachedTables):
         self.base = check_base("base", base)
         self.convention = get_convention(convention).name
         self.batch_first = check_bool("batch_first", batch_first)
-        self.max_len = None if max_len is None else check_int("max_len", max_len, minimum=0)
+        self.max_len = None if max_len is None else check_length("max_len", max_len)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self._layout = feature_slices(self.d_model, self.convention)
         # Plain CPU float64 tensor, not a buffer: module casts must never touch it.
