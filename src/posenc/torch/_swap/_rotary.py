@@ -12,6 +12,12 @@ pairs, ``r = 2n`` rotated channels, ``θ_k = p·ω_k``)::
 posenc computes its own float64 tables from the module's config (or its ``dim`` and ``base``)
 and compares them with what the module returns for the same call; only a module whose output
 is posenc's within a float32 build's error, in one of these forms, is replaced.
+
+Multi-axis modules (M-RoPE) take ``position_ids`` of shape ``(n_axes, b, s)`` and return one
+table per token, ``(b, s, ·)``. Every module is also called with distinct ids on each of three
+axes: where the config's plan gives several axes, the output must be posenc's multi-axis table
+of those ids (so a wrong section split or axis order is rejected); where it gives one, a module
+that folds the axes into one table per token is not 1-D RoPE and is left.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import torch
 from torch import nn
 
 from .._kernels._cast import cast_exact
-from ..hf import LlamaRotary
+from ..hf import LlamaRotary, MultiAxisRotary
 from ._probe import forward_parameters, largest_difference, probing, signature_text, where
 from ._seam import layer_types, rope_module
 
@@ -36,6 +42,12 @@ LAYOUTS = ("half", "interleaved", "columns", "complex")
 # frequencies depend on the length are verified on both sides of their switch).
 _NEAR = torch.arange(256)
 _FAR = torch.cat([_NEAR, torch.tensor([1000, 2500, 4095])])
+
+
+def _axis_ids(n_axes: int) -> torch.Tensor:
+    """``(n_axes, 1, s)`` probe ids, different on every axis, near and far."""
+    steps = _FAR[None, None]
+    return torch.cat([(steps * (2 * a + 1) + 5 * a) % 4096 for a in range(n_axes)])
 
 
 def _layout_of(half: torch.Tensor, layout: str) -> torch.Tensor:
@@ -136,6 +148,8 @@ class RotaryFinding:
     def detail(self) -> str:
         def one(rotary: Any) -> str:
             kind = "default" if rotary.scaling is None else rotary.scaling.rope_type
+            if isinstance(rotary, MultiAxisRotary):
+                return f"{kind}, r={rotary.rotary_dim}, {rotary.describe()}"
             return f"{kind}, r={rotary.rotary_dim}"
 
         if list(self.rotaries) == [None]:
@@ -215,7 +229,7 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
     cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
     scale = max(1.0, float(cos.abs().max()))
     eps = float(torch.finfo(theirs[0].dtype).eps)
-    p = positions.cpu().double().abs().unsqueeze(-1)
+    p = _magnitude(positions, rotary).unsqueeze(-1)
     tolerance = 1e-6 + scale * (4 * eps + 1e-6 * p * float(rotary._omega.max()))
     best: tuple[float, str] = (float("inf"), "")
     for layout in layouts:
@@ -231,13 +245,62 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
             return layout, ""
         if diffs[worst].ratio < best[0]:
             *_, row, channel = diffs[worst].at
-            position = int(positions.reshape(-1)[row])
             best = (
                 diffs[worst].ratio,
                 f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
-                f"channel {channel}, position {position}, by {diffs[worst].value:.2g}",
+                f"channel {channel}, {_position_text(positions, row)}, by "
+                f"{diffs[worst].value:.2g}",
             )
     return None, best[1]
+
+
+def _magnitude(positions: torch.Tensor, rotary: Any) -> torch.Tensor:
+    """``|position|`` per token (the largest over the axes of multi-axis ids), float64."""
+    p = positions.cpu().double().abs()
+    return p.amax(dim=0) if isinstance(rotary, MultiAxisRotary) and p.dim() == 3 else p
+
+
+def _position_text(positions: torch.Tensor, row: int) -> str:
+    """``position 7``, or ``position ids (7, 19, 40)`` for ids ``(n_axes, 1, s)``."""
+    values = positions.reshape(-1, positions.shape[-1])[:, row].tolist()
+    if len(values) == 1:
+        return f"position {values[0]}"
+    return f"position ids ({', '.join(str(v) for v in values)})"
+
+
+def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, ...]) -> str:
+    """``""`` when ``module`` treats ids of several axes as ``rotary`` does, else the reason.
+
+    Multi-axis ``rotary``: the module's tables of distinct ids on each axis must be posenc's.
+    1-D ``rotary``: a module that returns one table per token for ``(3, b, s)`` ids folds the
+    axes together, which 1-D RoPE does not describe (any other answer, a refusal included,
+    is how a 1-D module treats ids it is never given).
+    """
+    multi = isinstance(rotary, MultiAxisRotary)
+    ids = _axis_ids(rotary.n_axes if multi else 3)
+    x32 = torch.zeros(1, 1, 1, device=where(module))
+    with probing(module) as call:
+        try:
+            output = call(x32, ids.to(x32.device), *extra)
+        except Exception as exc:  # any failure of a foreign module is a reason
+            if not multi:
+                return ""
+            return (
+                f"calling it with position_ids of shape {tuple(ids.shape)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
+    if not multi:
+        parts = _parts(output)
+        if parts is not None and parts[1][0].shape[:-1] == ids.shape[1:]:
+            return (
+                f"it returns one table per token for position_ids of shape {tuple(ids.shape)} "
+                "(several position axes), but its config describes 1-D RoPE"
+            )
+        return ""
+    found, why = _compare(output, rotary, ids)
+    if found == layout:
+        return ""
+    return why or f"with several axes its tables are laid out {found!r}, not {layout!r}"
 
 
 def _layer_types(module: nn.Module) -> list[str] | str:
@@ -283,6 +346,9 @@ def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype
         if layout is not None:
             far_layout, why = _compare(far, candidate, _FAR[None])
             layout = layout if far_layout == layout else None
+        if layout is not None:
+            why = _axes_check(module, candidate, layout, () if key is None else (key,))
+            layout = None if why else layout
         if layout is None:
             reasons.append(why)
             continue
