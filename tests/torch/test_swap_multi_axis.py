@@ -3,10 +3,12 @@
 Tiny random Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vision tower and language model, seeded,
 built once per module from ``transformers`` configs; nothing is downloaded). The swapped copy
 must give the original's logits within 1e-4 on a left-padded text batch and on a sequence
-holding an image (the model's own ``get_rope_index`` ids, and the same ids from
+holding an image (the vision towers' 2-D rotary modules are swapped too) (the model's own ``get_rope_index`` ids, and the same ids from
 :func:`posenc.torch.multimodal_positions`), and the same greedy generation; doubled positions
 in the swapped module must change the logits. A wrong section split or axis order in the
 config must leave the module in place, and so must an M-RoPE module under a 1-D config.
+Pixtral's vision rotary module (``(h, w)`` ids, coordinates last) is swapped, and a copy that
+reads the coordinates in the other order is left.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ MODELS = {
     ),
 }
 ROTARY = "model.language_model.rotary_emb"
+VISION_ROTARY = "model.visual.rotary_pos_emb"
 
 
 def tiny(name: str):
@@ -140,6 +143,9 @@ def test_vl_swap_gives_the_same_logits(name):
     order = "interleaved" if MODELS[name][3] else "sectioned"
     assert f"sections={MODELS[name][2]}, order={order!r}" in record.detail
     assert isinstance(swapped.get_submodule(ROTARY), MultiAxisRotary)
+    vision = report.replaced[report.names.index(VISION_ROTARY)]
+    assert "schedule='per_axis', axes_dim=-1" in vision.detail  # (h, w) ids, each axis its own
+    assert [x.name for x in report.left] == (["model.visual.pos_embed"] if "3" in name else [])
     torch.testing.assert_close(text_logits(swapped), text_logits(original), rtol=0, atol=ATOL)
     torch.testing.assert_close(image_logits(swapped), image_logits(original), rtol=0, atol=ATOL)
 
@@ -298,3 +304,46 @@ def test_multi_axis_rotary_takes_both_calls_and_refuses_other_shapes():
         MultiAxisRotary.from_config(transformers.LlamaConfig(**TEXT))
     with pytest.raises(TypeError, match="sections must be"):
         MultiAxisRotary(16, sections=None)
+
+
+# -- a vision tower alone: Pixtral ---------------------------------------------------------------
+
+
+class _FlippedAxes(torch.nn.Module):
+    """Pixtral's rotary module reading (w, h) instead of (h, w) (its code, not wrapped)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.config, self.attention_scaling = inner.config, inner.attention_scaling
+        self.register_buffer("inv_freq", inner.inv_freq.clone(), persistent=False)
+        self._inner = type(inner)
+
+    def recomposition_frequencies(self, freq):
+        return self._inner.recomposition_frequencies(self, freq)
+
+    def forward(self, x, position_ids):
+        return self._inner.forward.__wrapped__(self, x, position_ids.flip(-1))
+
+
+def test_pixtral_vision_rotary_is_swapped_and_a_flipped_copy_is_left():
+    config = transformers.PixtralVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=16, patch_size=2, head_dim=16,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    original = transformers.PixtralVisionModel(config).eval()
+    swapped = copy.deepcopy(original)
+    assert swap_positions(swapped, strict=True).names == ["patch_positional_embedding"]
+    assert swapped.patch_positional_embedding.axes_dim == -1
+    pixels = torch.randn(1, 3, 16, 12, generator=torch.Generator().manual_seed(0))
+    sizes = torch.tensor([[16, 12]])
+    with torch.no_grad():
+        ours, theirs = (m(pixels, image_sizes=sizes).last_hidden_state for m in (swapped, original))
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=ATOL)
+    flipped = copy.deepcopy(original)
+    flipped.patch_positional_embedding = _FlippedAxes(flipped.patch_positional_embedding)
+    report = swap_positions(flipped)
+    assert report.names == []
+    (left,) = report.left
+    assert left.name == "patch_positional_embedding"
+    assert "as (2 coordinates last): its cos differs from posenc's" in left.reason

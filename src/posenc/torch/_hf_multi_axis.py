@@ -5,7 +5,10 @@
 ``position_ids`` of shape ``(n_axes, b, s)`` (one row of ids per axis, as ``get_rope_index``
 builds them) or ``(b, s)`` (text only: the same position on every axis), and returns the
 ``(cos, sin)`` that the model's attention rotates by, from posenc's float64 multi-axis tables
-(:func:`posenc.torch.multi_axis_cos_sin`). It is exported by ``posenc.torch.hf``.
+(:func:`posenc.torch.multi_axis_cos_sin`). With ``axes_dim=-1`` it takes the call of the vision
+towers' 2-D rotary modules instead (``Qwen2VLVisionRotaryEmbedding`` and its relatives):
+``position_ids`` of shape ``(..., n_axes)``, the ``(h, w)`` of each patch last. It is exported by
+``posenc.torch.hf``.
 """
 
 from __future__ import annotations
@@ -48,12 +51,16 @@ class MultiAxisRotary(nn.Module):
             by the largest position + 1 of each call, as Hugging Face does.
         rotary_dim: rotated channels (even, <= ``head_dim``); default ``head_dim`` or the
             scaling's ``partial_rotary_factor``.
+        axes_dim: where ``position_ids`` holds the axes: ``0`` (default, the language
+            models' ``(n_axes, b, s)``) or ``-1`` (the vision towers' ``(..., n_axes)``).
 
     Shapes (``forward``):
         - ``x``: any floating tensor; only its dtype and device are used.
         - ``position_ids``: integer ``(n_axes, b, s)`` (``(1, b, s)`` and ``(b, s)`` are
-          broadcast to every axis, as Hugging Face's ``expand(3, -1, -1)`` does).
-        - returns ``(cos, sin)``, each ``(b, s, rotary_dim)`` in ``x.dtype``.
+          broadcast to every axis, as Hugging Face's ``expand(3, -1, -1)`` does); with
+          ``axes_dim=-1``, ``(*P, n_axes)``.
+        - returns ``(cos, sin)``, each ``(b, s, rotary_dim)`` (``(*P, rotary_dim)``) in
+          ``x.dtype``.
 
     >>> rope = MultiAxisRotary(16, sections=[2, 3, 3], base=1e6)
     >>> ids = torch.tensor([[[0, 1, 2, 2]], [[0, 1, 2, 3]], [[0, 1, 2, 2]]])   # (3, b, s)
@@ -75,8 +82,12 @@ class MultiAxisRotary(nn.Module):
         base: float = 10000.0,
         scaling: Any = None,
         rotary_dim: int | None = None,
+        axes_dim: int = 0,
     ) -> None:
         super().__init__()
+        if axes_dim not in (0, -1) or isinstance(axes_dim, bool):
+            raise ValueError(f"axes_dim must be 0 or -1, got {axes_dim!r}")
+        self.axes_dim = axes_dim
         request = _Request(sections, order, schedule, base, scaling, None)
         spec = None if sections is None else multi_axis_spec(head_dim, rotary_dim, request)
         if spec is None:
@@ -90,15 +101,18 @@ class MultiAxisRotary(nn.Module):
         self._omega = self._fixed.table.abs().amax(dim=0)
 
     @classmethod
-    def from_config(cls, config: Any, *, layer_type: str | None = None) -> MultiAxisRotary:
+    def from_config(
+        cls, config: Any, *, layer_type: str | None = None, axes_dim: int = 0
+    ) -> MultiAxisRotary:
         """The module of a model's config (its text config), read by :func:`posenc.rope_plan`:
         ``mrope_section``, ``mrope_interleaved``, ``rope_theta``, the scaling and partial
         rotation, in every spelling the plan reads.
 
         Args:
-            config: a ``transformers`` config (``Qwen2VLTextConfig``, ``Qwen3VLConfig``, ...)
-                or a dict from ``config.json``.
+            config: a ``transformers`` config (``Qwen2VLTextConfig``, ``Qwen3VLConfig``,
+                ``Qwen2VLVisionConfig``, ...) or a dict from ``config.json``.
             layer_type: the layer type when the config's layers differ, else None.
+            axes_dim: as in the constructor.
 
         Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``) or whose
         axis layout posenc builds no table for (the reason is the plan's).
@@ -121,6 +135,7 @@ class MultiAxisRotary(nn.Module):
             base=layer.base or 0.0,
             scaling=layer.scaling,
             rotary_dim=None if keeps else layer.rotary_dim,
+            axes_dim=axes_dim,
         )
         new.slot_order = tuple(slots)
         new._fixed = new._frequencies(None)
@@ -137,10 +152,18 @@ class MultiAxisRotary(nn.Module):
         return RopeFrequencies(table, made.attention, axes)
 
     def coordinates(self, position_ids: Any, device: torch.device) -> tuple[torch.Tensor, bool]:
-        """``(b, s, n_axes)`` coordinates of Hugging Face's ``position_ids``, and whether their
-        values were checked (see ``posenc.torch.set_data_checks``)."""
+        """``(b, s, n_axes)`` (or ``(*P, n_axes)``) coordinates of Hugging Face's
+        ``position_ids``, and whether their values were checked (see
+        ``posenc.torch.set_data_checks``)."""
         positions, checked = as_positions("position_ids", position_ids, device)
         shape, n = tuple(positions.shape), self.n_axes
+        if self.axes_dim == -1:
+            if not shape or shape[-1] != n:
+                raise ValueError(
+                    f"position_ids must have shape (..., {n}) (one coordinate per axis, last), "
+                    f"got shape {shape}"
+                )
+            return positions.to(device), checked
         if len(shape) == 2:
             positions = positions.unsqueeze(0)
         elif len(shape) != 3 or shape[0] not in (1, n):
@@ -164,11 +187,12 @@ class MultiAxisRotary(nn.Module):
         return frequencies.cos_sin(positions, "half", dtype, checked)
 
     def describe(self) -> str:
-        """Sections, order and schedule, as the report and ``repr`` show them."""
+        """Sections, order, schedule and where the axes are, as the report and ``repr`` show
+        them."""
         text = self._spec.describe()
         if self.slot_order != tuple(range(self.n_axes)):
             text += f", slot_order={list(self.slot_order)}"
-        return text
+        return text + (", axes_dim=-1" if self.axes_dim == -1 else "")
 
     def extra_repr(self) -> str:
         text = f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, {self.describe()}"

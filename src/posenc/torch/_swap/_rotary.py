@@ -14,10 +14,11 @@ and compares them with what the module returns for the same call; only a module 
 is posenc's within a float32 build's error, in one of these forms, is replaced.
 
 Multi-axis modules (M-RoPE) take ``position_ids`` of shape ``(n_axes, b, s)`` and return one
-table per token, ``(b, s, ·)``. Every module is also called with distinct ids on each of three
-axes: where the config's plan gives several axes, the output must be posenc's multi-axis table
+table per token, ``(b, s, ·)``; the 2-D rotary modules of vision towers take ``(N, n_axes)``
+(coordinates last) and return ``(N, ·)``. Every module is also called with distinct ids on each
+axis: where the config's plan gives several axes, the output must be posenc's multi-axis table
 of those ids (so a wrong section split or axis order is rejected); where it gives one, a module
-that folds the axes into one table per token is not 1-D RoPE and is left.
+that folds three axes into one table per token is not 1-D RoPE and is left.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
             best = (
                 diffs[worst].ratio,
                 f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
-                f"channel {channel}, {_position_text(positions, row)}, by "
+                f"channel {channel}, {_position_text(positions, rotary, row)}, by "
                 f"{diffs[worst].value:.2g}",
             )
     return None, best[1]
@@ -256,15 +257,18 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
 
 def _magnitude(positions: torch.Tensor, rotary: Any) -> torch.Tensor:
     """``|position|`` per token (the largest over the axes of multi-axis ids), float64."""
-    p = positions.cpu().double().abs()
-    return p.amax(dim=0) if isinstance(rotary, MultiAxisRotary) and p.dim() == 3 else p
+    if isinstance(rotary, MultiAxisRotary):
+        positions = rotary.coordinates(positions, torch.device("cpu"))[0].amax(dim=-1)
+    return positions.cpu().double().abs()
 
 
-def _position_text(positions: torch.Tensor, row: int) -> str:
-    """``position 7``, or ``position ids (7, 19, 40)`` for ids ``(n_axes, 1, s)``."""
-    values = positions.reshape(-1, positions.shape[-1])[:, row].tolist()
-    if len(values) == 1:
-        return f"position {values[0]}"
+def _position_text(positions: torch.Tensor, rotary: Any, row: int) -> str:
+    """``position 7``, or ``position ids (7, 19, 40)`` for the ``row``-th token of ids
+    ``(n_axes, 1, s)`` or ``(s, n_axes)``."""
+    if not isinstance(rotary, MultiAxisRotary):
+        return f"position {int(positions.reshape(-1)[row])}"
+    coordinates = rotary.coordinates(positions, torch.device("cpu"))[0]
+    values = coordinates.reshape(-1, rotary.n_axes)[row].tolist()
     return f"position ids ({', '.join(str(v) for v in values)})"
 
 
@@ -331,32 +335,66 @@ def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | N
             return f"calling it as {signature_text(module)} failed: {type(exc).__name__}: {exc}"
 
 
+def _dtype_rule(low: Any, layout: str) -> torch.dtype | None:
+    """The output dtype of a call with a bfloat16 ``x``: None when it follows ``x``."""
+    parts = _parts(low)
+    low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
+    return None if low_dtype == torch.bfloat16 else low_dtype
+
+
+def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, str, Any] | str:
+    """The vision towers' call: ``position_ids`` ``(N, n_axes)``, coordinates last."""
+    last = type(rotary).from_config(module.config, layer_type=key, axes_dim=-1)
+    ids = _axis_ids(last.n_axes)[:, 0].T.contiguous()
+    extra = () if key is None else (key,)
+    x32 = torch.zeros(1, 1, 1, device=where(module))
+    with probing(module) as call:
+        try:
+            output = call(x32, ids.to(x32.device), *extra)
+            low = call(x32.to(torch.bfloat16), ids[:4].to(x32.device), *extra)
+        except Exception as exc:  # any failure of a foreign module is a reason
+            return f"{type(exc).__name__}: {exc}"
+    layout, why = _compare(output, last, ids)
+    return why if layout is None else (last, layout, _dtype_rule(low, layout))
+
+
 def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype | None] | str:
     """(posenc's module, layout, dtype rule) that reproduce ``module`` for ``key``, or why not."""
     outputs = _probe(module, key)
-    if outputs is None or isinstance(outputs, str):
-        return outputs or ""
-    near, far, low = outputs
+    if outputs is None:
+        return ""
     reasons = []
     for candidate in _candidates(module, key):
         if isinstance(candidate, str):
             reasons.append(candidate)
             continue
-        layout, why = _compare(near, candidate, _NEAR[None])
-        if layout is not None:
-            far_layout, why = _compare(far, candidate, _FAR[None])
-            layout = layout if far_layout == layout else None
-        if layout is not None:
-            why = _axes_check(module, candidate, layout, () if key is None else (key,))
-            layout = None if why else layout
-        if layout is None:
-            reasons.append(why)
-            continue
-        parts = _parts(low)
-        low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
-        dtype = None if low_dtype == torch.bfloat16 else low_dtype
-        return candidate, layout, dtype
-    return reasons[0]
+        found = outputs if isinstance(outputs, str) else _check(module, candidate, key, outputs)
+        if not isinstance(found, str):
+            return found
+        if isinstance(candidate, MultiAxisRotary):  # the vision towers' call, coordinates last
+            last = _axes_last(module, candidate, key)
+            if not isinstance(last, str):
+                return last
+            n = candidate.n_axes
+            found = f"as position_ids ({n}, b, s): {found}; as ({n} coordinates last): {last}"
+        reasons.append(found)
+    return reasons[0] if reasons else str(outputs)
+
+
+def _check(
+    module: nn.Module, candidate: Any, key: str | None, outputs: tuple[Any, Any, Any]
+) -> tuple[Any, str, torch.dtype | None] | str:
+    """``candidate`` checked against the module's outputs for 1-D ids, then for ids that
+    differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
+    near, far, low = outputs
+    layout, why = _compare(near, candidate, _NEAR[None])
+    if layout is not None:
+        far_layout, why = _compare(far, candidate, _FAR[None])
+        layout = layout if far_layout == layout else None
+    if layout is not None:
+        why = _axes_check(module, candidate, layout, () if key is None else (key,))
+        layout = None if why else layout
+    return why if layout is None else (candidate, layout, _dtype_rule(low, layout))
 
 
 def examine_rotary(module: nn.Module) -> RotaryFinding | str:
