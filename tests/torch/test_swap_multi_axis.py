@@ -3,8 +3,9 @@
 Tiny random Qwen2-VL, Qwen2.5-VL and Qwen3-VL models (vision tower and language model, seeded,
 built once per module from ``transformers`` configs; nothing is downloaded). The swapped copy
 must give the original's logits within 1e-4 on a left-padded text batch and on a sequence
-holding an image (the vision towers' 2-D rotary modules are swapped too) (the model's own ``get_rope_index`` ids, and the same ids from
-:func:`posenc.torch.multimodal_positions`), and the same greedy generation; doubled positions
+holding an image (the model's own ``get_rope_index`` ids, and the same ids from
+:func:`posenc.torch.multimodal_positions`; the vision tower's 2-D rotary module is swapped
+too), and the same greedy generation; doubled positions
 in the swapped module must change the logits. A wrong section split or axis order in the
 config must leave the module in place, and so must an M-RoPE module under a 1-D config.
 Pixtral's vision rotary module (``(h, w)`` ids, coordinates last) is swapped, and a copy that
@@ -298,9 +299,9 @@ def test_multi_axis_rotary_takes_both_calls_and_refuses_other_shapes():
     assert rope(torch.zeros(1, dtype=torch.bfloat16), ids)[0].dtype == torch.bfloat16
     with pytest.raises(ValueError, match=r"position_ids must have shape \(3, b, s\).*\(2, 1, 7\)"):
         rope(torch.zeros(1), ids.expand(2, 1, 7))
-    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor"):
         rope(None, ids)
-    with pytest.raises(ValueError, match="one position axis.*use LlamaRotary"):
+    with pytest.raises(ValueError, match=r"one position axis.*use LlamaRotary"):
         MultiAxisRotary.from_config(transformers.LlamaConfig(**TEXT))
     with pytest.raises(TypeError, match="sections must be"):
         MultiAxisRotary(16, sections=None)

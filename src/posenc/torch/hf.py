@@ -633,6 +633,11 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       with interleaved pairs or one column per pair, or complex phasors (``freqs_cis``); the
       frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
       partial rotation, per-layer-type parameters) or from its ``dim`` and ``base``;
+    - multi-axis rotary modules (M-RoPE), called ``module(x, position_ids)`` with ids
+      ``(n_axes, b, s)`` (language models: Qwen2-VL, Qwen3-VL, ...) or ``(N, n_axes)``
+      (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
+      their order come from the config's rope plan and are verified on ids that differ
+      between the axes;
     - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
       ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
       (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
