@@ -23,6 +23,7 @@ that folds three axes into one table per token is not 1-D RoPE and is left.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -344,7 +345,8 @@ def _dtype_rule(low: Any, layout: str) -> torch.dtype | None:
 
 def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, str, Any] | str:
     """The vision towers' call: ``position_ids`` ``(N, n_axes)``, coordinates last."""
-    last = type(rotary).from_config(module.config, layer_type=key, axes_dim=-1)
+    last = copy.deepcopy(rotary)  # the same tables, for ids with the coordinates last
+    last.axes_dim = -1
     ids = _axis_ids(last.n_axes)[:, 0].T.contiguous()
     extra = () if key is None else (key,)
     x32 = torch.zeros(1, 1, 1, device=where(module))
