@@ -16,10 +16,14 @@ posenc module                     replaces (``transformers``)                   
                                   (an ``nn.Embedding`` holding ``sinusoids``)
 :class:`LlamaRotary`              ``LlamaRotaryEmbedding`` (cos/sin of RoPE, with  RoPE, ``half``
                                   the config's ``rope_parameters`` scaling)       pairs
+:class:`MultiAxisRotary`          ``Qwen2VLRotaryEmbedding`` and the M-RoPE       M-RoPE, ``half``
+                                  modules of Qwen2.5-VL, Qwen3-VL, Qwen3.5, ...:  pairs
+                                  ``position_ids`` ``(3, b, s)`` or ``(b, s)``
 ================================  ==============================================  ===============
 
 The two-line swap finds these modules, and the rotary modules of other models (interleaved
-pairs, one column per pair, complex phasors, per-layer-type parameters), by what they compute,
+pairs, one column per pair, complex phasors, per-layer-type parameters, multi-axis
+``position_ids``), by what they compute,
 verifies each against posenc's tables and returns a :class:`SwapReport`::
 
     from posenc.torch.hf import swap_positions
@@ -51,6 +55,7 @@ from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
 from ._checks import as_positions, check_dtype, check_offset
 from ._functional import largest_position_seq_len
+from ._hf_multi_axis import MultiAxisRotary
 from ._kernels._table import rope_cos_sin
 from ._sinusoidal import SinusoidalPositionalEncoding
 from ._swap._report import SwapReport
@@ -59,6 +64,7 @@ __all__ = [
     "LlamaRotary",
     "M2M100Positions",
     "MarianPositions",
+    "MultiAxisRotary",
     "SwapReport",
     "WhisperEncoderPositions",
     "fairseq_positions",
@@ -627,6 +633,11 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       with interleaved pairs or one column per pair, or complex phasors (``freqs_cis``); the
       frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
       partial rotation, per-layer-type parameters) or from its ``dim`` and ``base``;
+    - multi-axis rotary modules (M-RoPE), called ``module(x, position_ids)`` with ids
+      ``(n_axes, b, s)`` (language models: Qwen2-VL, Qwen3-VL, ...) or ``(N, n_axes)``
+      (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
+      their order come from the config's rope plan and are verified on ids that differ
+      between the axes;
     - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
       ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
       (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of

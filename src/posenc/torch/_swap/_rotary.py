@@ -12,10 +12,18 @@ pairs, ``r = 2n`` rotated channels, ``θ_k = p·ω_k``)::
 posenc computes its own float64 tables from the module's config (or its ``dim`` and ``base``)
 and compares them with what the module returns for the same call; only a module whose output
 is posenc's within a float32 build's error, in one of these forms, is replaced.
+
+Multi-axis modules (M-RoPE) take ``position_ids`` of shape ``(n_axes, b, s)`` and return one
+table per token, ``(b, s, ·)``; the 2-D rotary modules of vision towers take ``(N, n_axes)``
+(coordinates last) and return ``(N, ·)``. Every module is also called with distinct ids on each
+axis: where the config's plan gives several axes, the output must be posenc's multi-axis table
+of those ids (so a wrong section split or axis order is rejected); where it gives one, a module
+that folds three axes into one table per token is not 1-D RoPE and is left.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +32,7 @@ import torch
 from torch import nn
 
 from .._kernels._cast import cast_exact
-from ..hf import LlamaRotary
+from ..hf import LlamaRotary, MultiAxisRotary
 from ._probe import forward_parameters, largest_difference, probing, signature_text, where
 from ._seam import layer_types, rope_module
 
@@ -36,6 +44,12 @@ LAYOUTS = ("half", "interleaved", "columns", "complex")
 # frequencies depend on the length are verified on both sides of their switch).
 _NEAR = torch.arange(256)
 _FAR = torch.cat([_NEAR, torch.tensor([1000, 2500, 4095])])
+
+
+def _axis_ids(n_axes: int) -> torch.Tensor:
+    """``(n_axes, 1, s)`` probe ids, different on every axis, near and far."""
+    steps = _FAR[None, None]
+    return torch.cat([(steps * (2 * a + 1) + 5 * a) % 4096 for a in range(n_axes)])
 
 
 def _layout_of(half: torch.Tensor, layout: str) -> torch.Tensor:
@@ -136,6 +150,8 @@ class RotaryFinding:
     def detail(self) -> str:
         def one(rotary: Any) -> str:
             kind = "default" if rotary.scaling is None else rotary.scaling.rope_type
+            if isinstance(rotary, MultiAxisRotary):
+                return f"{kind}, r={rotary.rotary_dim}, {rotary.describe()}"
             return f"{kind}, r={rotary.rotary_dim}"
 
         if list(self.rotaries) == [None]:
@@ -215,7 +231,7 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
     cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
     scale = max(1.0, float(cos.abs().max()))
     eps = float(torch.finfo(theirs[0].dtype).eps)
-    p = positions.cpu().double().abs().unsqueeze(-1)
+    p = _magnitude(positions, rotary).unsqueeze(-1)
     tolerance = 1e-6 + scale * (4 * eps + 1e-6 * p * float(rotary._omega.max()))
     best: tuple[float, str] = (float("inf"), "")
     for layout in layouts:
@@ -231,13 +247,65 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
             return layout, ""
         if diffs[worst].ratio < best[0]:
             *_, row, channel = diffs[worst].at
-            position = int(positions.reshape(-1)[row])
             best = (
                 diffs[worst].ratio,
                 f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
-                f"channel {channel}, position {position}, by {diffs[worst].value:.2g}",
+                f"channel {channel}, {_position_text(positions, rotary, row)}, by "
+                f"{diffs[worst].value:.2g}",
             )
     return None, best[1]
+
+
+def _magnitude(positions: torch.Tensor, rotary: Any) -> torch.Tensor:
+    """``|position|`` per token (the largest over the axes of multi-axis ids), float64."""
+    if isinstance(rotary, MultiAxisRotary):
+        positions = rotary.coordinates(positions, torch.device("cpu"))[0].amax(dim=-1)
+    return positions.cpu().double().abs()
+
+
+def _position_text(positions: torch.Tensor, rotary: Any, row: int) -> str:
+    """``position 7``, or ``position ids (7, 19, 40)`` for the ``row``-th token of ids
+    ``(n_axes, 1, s)`` or ``(s, n_axes)``."""
+    if not isinstance(rotary, MultiAxisRotary):
+        return f"position {int(positions.reshape(-1)[row])}"
+    coordinates = rotary.coordinates(positions, torch.device("cpu"))[0]
+    values = coordinates.reshape(-1, rotary.n_axes)[row].tolist()
+    return f"position ids ({', '.join(str(v) for v in values)})"
+
+
+def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, ...]) -> str:
+    """``""`` when ``module`` treats ids of several axes as ``rotary`` does, else the reason.
+
+    Multi-axis ``rotary``: the module's tables of distinct ids on each axis must be posenc's.
+    1-D ``rotary``: a module that returns one table per token for ``(3, b, s)`` ids folds the
+    axes together, which 1-D RoPE does not describe (any other answer, a refusal included,
+    is how a 1-D module treats ids it is never given).
+    """
+    multi = isinstance(rotary, MultiAxisRotary)
+    ids = _axis_ids(rotary.n_axes if multi else 3)
+    x32 = torch.zeros(1, 1, 1, device=where(module))
+    with probing(module) as call:
+        try:
+            output = call(x32, ids.to(x32.device), *extra)
+        except Exception as exc:  # any failure of a foreign module is a reason
+            if not multi:
+                return ""
+            return (
+                f"calling it with position_ids of shape {tuple(ids.shape)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
+    if not multi:
+        parts = _parts(output)
+        if parts is not None and parts[1][0].shape[:-1] == ids.shape[1:]:
+            return (
+                f"it returns one table per token for position_ids of shape {tuple(ids.shape)} "
+                "(several position axes), but its config describes 1-D RoPE"
+            )
+        return ""
+    found, why = _compare(output, rotary, ids)
+    if found == layout:
+        return ""
+    return why or f"with several axes its tables are laid out {found!r}, not {layout!r}"
 
 
 def _layer_types(module: nn.Module) -> list[str] | str:
@@ -268,29 +336,67 @@ def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | N
             return f"calling it as {signature_text(module)} failed: {type(exc).__name__}: {exc}"
 
 
+def _dtype_rule(low: Any, layout: str) -> torch.dtype | None:
+    """The output dtype of a call with a bfloat16 ``x``: None when it follows ``x``."""
+    parts = _parts(low)
+    low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
+    return None if low_dtype == torch.bfloat16 else low_dtype
+
+
+def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, str, Any] | str:
+    """The vision towers' call: ``position_ids`` ``(N, n_axes)``, coordinates last."""
+    last = copy.deepcopy(rotary)  # the same tables, for ids with the coordinates last
+    last.axes_dim = -1
+    ids = _axis_ids(last.n_axes)[:, 0].T.contiguous()
+    extra = () if key is None else (key,)
+    x32 = torch.zeros(1, 1, 1, device=where(module))
+    with probing(module) as call:
+        try:
+            output = call(x32, ids.to(x32.device), *extra)
+            low = call(x32.to(torch.bfloat16), ids[:4].to(x32.device), *extra)
+        except Exception as exc:  # any failure of a foreign module is a reason
+            return f"{type(exc).__name__}: {exc}"
+    layout, why = _compare(output, last, ids)
+    return why if layout is None else (last, layout, _dtype_rule(low, layout))
+
+
 def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype | None] | str:
     """(posenc's module, layout, dtype rule) that reproduce ``module`` for ``key``, or why not."""
     outputs = _probe(module, key)
-    if outputs is None or isinstance(outputs, str):
-        return outputs or ""
-    near, far, low = outputs
+    if outputs is None:
+        return ""
     reasons = []
     for candidate in _candidates(module, key):
         if isinstance(candidate, str):
             reasons.append(candidate)
             continue
-        layout, why = _compare(near, candidate, _NEAR[None])
-        if layout is not None:
-            far_layout, why = _compare(far, candidate, _FAR[None])
-            layout = layout if far_layout == layout else None
-        if layout is None:
-            reasons.append(why)
-            continue
-        parts = _parts(low)
-        low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
-        dtype = None if low_dtype == torch.bfloat16 else low_dtype
-        return candidate, layout, dtype
-    return reasons[0]
+        found = outputs if isinstance(outputs, str) else _check(module, candidate, key, outputs)
+        if not isinstance(found, str):
+            return found
+        if isinstance(candidate, MultiAxisRotary):  # the vision towers' call, coordinates last
+            last = _axes_last(module, candidate, key)
+            if not isinstance(last, str):
+                return last
+            n = candidate.n_axes
+            found = f"as position_ids ({n}, b, s): {found}; as ({n} coordinates last): {last}"
+        reasons.append(found)
+    return reasons[0] if reasons else str(outputs)
+
+
+def _check(
+    module: nn.Module, candidate: Any, key: str | None, outputs: tuple[Any, Any, Any]
+) -> tuple[Any, str, torch.dtype | None] | str:
+    """``candidate`` checked against the module's outputs for 1-D ids, then for ids that
+    differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
+    near, far, low = outputs
+    layout, why = _compare(near, candidate, _NEAR[None])
+    if layout is not None:
+        far_layout, why = _compare(far, candidate, _FAR[None])
+        layout = layout if far_layout == layout else None
+    if layout is not None:
+        why = _axes_check(module, candidate, layout, () if key is None else (key,))
+        layout = None if why else layout
+    return why if layout is None else (candidate, layout, _dtype_rule(low, layout))
 
 
 def examine_rotary(module: nn.Module) -> RotaryFinding | str:

@@ -2,7 +2,8 @@
 
 :func:`rope_module` turns a ``transformers`` config (and, for models whose rotary module is
 called per layer type, that layer type) into the posenc module that computes its RoPE
-frequencies in float64, through :func:`posenc.rope_plan` (``LlamaRotary.from_config``);
+frequencies in float64, through :func:`posenc.rope_plan`: ``LlamaRotary.from_config`` for
+1-D RoPE, ``MultiAxisRotary.from_config`` for layers with several position axes (M-RoPE);
 nothing else in the swap reads a config's rope settings.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hf import LlamaRotary
+from ..._rope_plan import rope_plan
+from ..hf import LlamaRotary, MultiAxisRotary
 
 __all__ = ["layer_types", "rope_module"]
 
@@ -43,15 +45,24 @@ def layer_types(config: Any) -> list[str]:
     return sorted({str(t) for t in [*(getattr(config, "layer_types", None) or ()), *nested]})
 
 
+def _from_config(config: Any, layer_type: str | None) -> Any:
+    """``LlamaRotary``, or ``MultiAxisRotary`` where the plan gives the layer several axes."""
+    layer = rope_plan(config).layer(layer_type)
+    multi = layer.uses_positions and layer.multi_axis
+    return (MultiAxisRotary if multi else LlamaRotary).from_config(config, layer_type=layer_type)
+
+
 def rope_module(config: Any, layer_type: str | None = None) -> Any:
-    """The :class:`posenc.torch.hf.LlamaRotary` of ``config`` (for ``layer_type``).
+    """The :class:`posenc.torch.hf.LlamaRotary` (1-D) or
+    :class:`posenc.torch.hf.MultiAxisRotary` (several position axes) of ``config`` (for
+    ``layer_type``).
 
     Raises ``ValueError``/``TypeError`` saying what in the config posenc cannot read (an
     unknown rope type, nested per-layer parameters without a layer type, missing keys).
     """
     if layer_type is not None:
         try:  # the plan reads per-layer-type parameters and layer_types itself
-            return LlamaRotary.from_config(config, layer_type=layer_type)
+            return _from_config(config, layer_type)
         except ValueError:  # a config with one config per layer type (per_layer_config)
             config = _LayerView(config, layer_type)
     elif _nested(getattr(config, "rope_parameters", None)):
@@ -59,4 +70,4 @@ def rope_module(config: Any, layer_type: str | None = None) -> Any:
             "config.rope_parameters holds one entry per layer type "
             f"({sorted(config.rope_parameters)}), and the module is not called with one"
         )
-    return LlamaRotary.from_config(config)
+    return _from_config(config, None)
