@@ -273,10 +273,6 @@ def _check_shift_nan(v: Violation) -> bool:
     return v.call.label == "posenc.analysis.check_shift" and v.kind == "accepted" and not finite
 
 
-def _bad_device(v: Violation) -> bool:
-    return v.kind in ("raised", "unnamed", "accepted") and _hostile(v, "device")
-
-
 def _marian_shape(v: Violation) -> bool:
     return v.call.label == "MarianPositions.forward" and (
         _hostile(v, "input_ids_shape") or v.kind == "unnamed"
@@ -350,17 +346,6 @@ def _check_shift_call() -> Call:
         hostile=("table",),
         table=np.full((3, 4), np.nan),
         k=1,
-    )
-
-
-def _device_call() -> Call:
-    return _call(
-        "posenc.torch.sinusoidal",
-        _pt().sinusoidal,
-        hostile=("device",),
-        positions=3,
-        d_model=4,
-        device="nope",
     )
 
 
@@ -464,14 +449,6 @@ KNOWN: list[Known] = [
         "describe's TypeError does not name its argument (result)",
         _describe_message,
         lambda: _call("posenc.describe", posenc.describe, hostile=("result",), result=None),
-    ),
-    Known(
-        "torch-device-unchecked",
-        "a bad device raises torch's RuntimeError/AssertionError, blames positions, or is "
-        "ignored (empty positions)",
-        _bad_device,
-        _device_call,
-        needs_torch=True,
     ),
     Known(
         "marian-forward-arguments",

@@ -21,7 +21,9 @@ fall under the limit like any other position beyond it.
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -40,13 +42,16 @@ from ._kernels._cast import check_dtype
 
 __all__ = [
     "add_offset",
+    "as_device",
     "as_positions",
     "check_dtype",
     "check_offset",
     "check_tensor",
+    "check_token_ids",
     "data_checked",
     "positions_tensor",
     "set_data_checks",
+    "token_equals",
 ]
 
 _DATA_CHECKS = [False]
@@ -91,6 +96,81 @@ def check_tensor(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+
+
+_DEVICES = "None, a torch.device, a string such as 'cpu', 'cuda:0' or 'meta', or a device index"
+
+
+@functools.lru_cache(maxsize=32)
+def _missing(device: torch.device) -> str | None:
+    """Why this machine cannot hold tensors on ``device``, or None when it can."""
+    if device.type in ("cpu", "meta"):
+        return None
+    backend = getattr(torch, device.type, None)
+    available = getattr(backend, "is_available", None)
+    if callable(available):
+        if not available():
+            return f"torch.{device.type}.is_available() is False"
+        count = getattr(backend, "device_count", None)
+        if device.index is not None and callable(count) and device.index >= count():
+            return f"it has {count()} {device.type} device(s)"
+        return None
+    try:  # a backend without an is_available(): ask for an empty tensor there
+        torch.empty(0, device=device)
+    except Exception as exc:  # torch raises RuntimeError, NotImplementedError, ImportError...
+        return f"torch cannot allocate there: {type(exc).__name__}"
+    return None
+
+
+def as_device(value: Any, default: torch.device | None = None) -> torch.device | None:
+    """The ``device`` argument as a ``torch.device`` (``default`` for None), refused by name
+    unless torch can parse it and this machine has it; the one gate of ``device=``.
+
+    Python values only, no tensor is read: a string, an index or a ``torch.device``.
+    """
+    if value is None:
+        return default
+    if isinstance(value, torch.device):
+        device = value
+    elif isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
+        try:
+            device = torch.device(value if isinstance(value, str) else int(value))
+        except (RuntimeError, ValueError) as exc:  # torch's text lists every device type
+            raise ValueError(f"device must be {_DEVICES}, got {value!r}") from exc
+    else:
+        raise TypeError(f"device must be {_DEVICES}, got {value!r} ({type(value).__name__})")
+    if not torch.compiler.is_compiling():
+        reason = _missing(device)
+        if reason is not None:
+            raise ValueError(
+                f"device must be a device this machine has, got {str(device)!r} ({reason})"
+            )
+    return device
+
+
+def check_token_ids(name: str, ids: Any) -> torch.Tensor:
+    """``ids`` must be a tensor of integer token ids: any integer dtype, unsigned included
+    (compared and converted exactly by the callers); booleans, complex and floating-point
+    tensors are refused. Metadata only, no value is read."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of integer token ids, got {type(ids).__name__}"
+        )
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(
+            f"{name} must be an integer tensor of token ids, got dtype {ids.dtype} "
+            "(any integer dtype is accepted, unsigned included)"
+        )
+    return ids
+
+
+def token_equals(ids: torch.Tensor, value: int) -> torch.Tensor:
+    """``ids == value`` exactly, as a bool tensor of ``ids``' shape: a ``value`` that the
+    ids' dtype cannot hold matches no id (it never wraps into the dtype's range)."""
+    info = torch.iinfo(ids.dtype)
+    if info.min <= value <= info.max:
+        return ids.eq(value)
+    return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
 
 
 def _signed(name: str, values: torch.Tensor, checked: bool) -> torch.Tensor:

@@ -13,7 +13,7 @@ from torch import nn
 
 from .._checks import check_bool, check_int, check_probability
 from .._conventions import ConventionName
-from ._checks import data_checked
+from ._checks import as_device, check_token_ids, data_checked
 from ._kernels._add import embed
 from ._sinusoidal import SinusoidalPositionalEncoding
 
@@ -115,7 +115,7 @@ class TransformerEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.num_segments = check_int("num_segments", num_segments, minimum=0)
         self.scale = check_bool("scale", scale)
-        factory = {"device": device, "dtype": dtype}
+        factory = {"device": as_device(device), "dtype": dtype}
         self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
         self.segment = (
             nn.Embedding(self.num_segments, self.d_model, **factory) if self.num_segments else None
