@@ -324,21 +324,6 @@ def _describe_message(v: Violation) -> bool:
     return v.call.label == "posenc.describe" and v.kind == "unnamed"
 
 
-def _timestep_dim_one(v: Violation) -> bool:
-    labels = ("posenc.torch.timestep_embedding", "TimestepEmbedding.forward")
-    return v.call.label in labels and v.kind == "raised" and "reduction dim" in _message(v)
-
-
-def _empty_interleaved(v: Violation) -> bool:
-    return v.kind == "raised" and "cannot reshape tensor of 0 elements" in _message(v)
-
-
-def _empty_interleaved_call() -> Call:
-    rope = _pt().RotaryEmbedding(6, pairs="interleaved")
-    q = _torch().zeros(2, 1, 0, 6)
-    return _call("RotaryEmbedding.forward", rope, q=q, k=q)
-
-
 def _check_shift_call() -> Call:
     return _call(
         "posenc.analysis.check_shift",
@@ -382,15 +367,6 @@ def _embedding_call() -> Call:
     module = _pt().TransformerEmbedding(300, 8, dropout=0.0)
     tokens = _torch().tensor([[1, 2]], dtype=_torch().uint8)
     return _call("TransformerEmbedding.forward", module, tokens=tokens)
-
-
-def _timestep_call() -> Call:
-    return _call(
-        "posenc.torch.timestep_embedding",
-        _pt().timestep_embedding,
-        timesteps=_torch().tensor([1.0]),
-        dim=1,
-    )
 
 
 KNOWN: list[Known] = [
@@ -489,20 +465,6 @@ KNOWN: list[Known] = [
         _embedding_call,
         needs_torch=True,
         fixed=True,
-    ),
-    Known(
-        "torch-timestep-dim-1",
-        "posenc.torch.timestep_embedding / TimestepEmbedding with dim 1 raise RuntimeError",
-        _timestep_dim_one,
-        _timestep_call,
-        needs_torch=True,
-    ),
-    Known(
-        "rotary-interleaved-empty-sequence",
-        "RotaryEmbedding(pairs='interleaved') raises RuntimeError for an empty sequence",
-        _empty_interleaved,
-        _empty_interleaved_call,
-        needs_torch=True,
     ),
 ]
 

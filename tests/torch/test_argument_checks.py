@@ -291,3 +291,6 @@ def test_an_empty_sequence_rotates_to_an_empty_result(pairs: str, kwargs: dict) 
         seq_first = pt.RotaryEmbedding(6, pairs=pairs, seq_dim=1)
         x = torch.zeros(2, 0, 3, 6, dtype=dtype)
         assert seq_first.rotate(x, **kwargs).shape == x.shape
+        partial = pt.RotaryEmbedding(8, pairs=pairs, rotary_dim=4)
+        x = torch.zeros(1, 2, 0, 8, dtype=dtype)
+        assert partial.rotate(x, **kwargs).shape == x.shape

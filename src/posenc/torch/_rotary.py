@@ -315,7 +315,7 @@ class RotaryEmbedding(CachedTables):
         return RopeTables(
             tables.cos.view(shape),
             tables.sin.view(shape),
-            None if half is None else half.view(*shape[:-1], -1),
+            None if half is None else half.view(*shape[:-1], self.rotary_dim // 2),
         )
 
     # -- API --------------------------------------------------------------------------------
