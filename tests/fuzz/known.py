@@ -273,53 +273,6 @@ def _check_shift_nan(v: Violation) -> bool:
     return v.call.label == "posenc.analysis.check_shift" and v.kind == "accepted" and not finite
 
 
-def _marian_shape(v: Violation) -> bool:
-    return v.call.label == "MarianPositions.forward" and (
-        _hostile(v, "input_ids_shape") or v.kind == "unnamed"
-    )
-
-
-def _m2m100_arguments(v: Violation) -> bool:
-    labels = ("hf.M2M100Positions", "M2M100Positions.forward")
-    named = _hostile(v, "inputs_embeds", "padding_idx", "num_positions")
-    return v.call.label in labels and (named or v.kind == "unnamed")
-
-
-def _token_ids_dtype(v: Violation) -> bool:
-    ids = v.call.kwargs.get("input_ids")
-    labels = ("hf.fairseq_positions", "M2M100Positions.forward")
-    odd = _is_torch(ids) and (ids.dtype.is_complex or str(ids.dtype) == "torch.bool")
-    return v.call.label in labels and v.kind == "accepted" and odd
-
-
-def _padding_wraps(v: Violation) -> bool:
-    ids, pad = v.call.kwargs.get("input_ids"), v.call.kwargs.get("padding_idx")
-    labels = ("hf.fairseq_positions", "M2M100Positions.forward")
-    if v.call.label not in labels or v.kind != "wrong" or not _is_torch(ids):
-        return False
-    if pad is None:  # M2M100Positions: the module's padding_idx
-        return ids.dtype.itemsize < 8
-    return int(pad) > _torch().iinfo(ids.dtype).max
-
-
-def _padding_wraps_call() -> Call:
-    def check(out):
-        assert out.tolist() == [[258, 259, 260]], f"got {out.tolist()}"
-
-    ids = _torch().tensor([[4, 5, 1]], dtype=_torch().uint8)
-    return _call(
-        "hf.fairseq_positions", _pt().hf.fairseq_positions, check, input_ids=ids, padding_idx=257
-    )
-
-
-def _embedding_ids(v: Violation) -> bool:
-    return (
-        v.call.label == "TransformerEmbedding.forward"
-        and v.kind == "raised"
-        and "indices" in _message(v)
-    )
-
-
 def _describe_message(v: Violation) -> bool:
     return v.call.label == "posenc.describe" and v.kind == "unnamed"
 
@@ -332,41 +285,6 @@ def _check_shift_call() -> Call:
         table=np.full((3, 4), np.nan),
         k=1,
     )
-
-
-def _marian_call() -> Call:
-    return _call(
-        "MarianPositions.forward",
-        _pt().hf.MarianPositions(8),
-        hostile=("input_ids_shape",),
-        input_ids_shape=(1, 2.5),
-    )
-
-
-def _m2m100_call() -> Call:
-    return _call(
-        "M2M100Positions.forward",
-        _pt().hf.M2M100Positions(8, 1),
-        hostile=("inputs_embeds",),
-        inputs_embeds=_torch().zeros(3),
-    )
-
-
-def _fairseq_call() -> Call:
-    ids = _torch().tensor([[1j, 2j]])
-    return _call(
-        "hf.fairseq_positions",
-        _pt().hf.fairseq_positions,
-        hostile=("input_ids",),
-        input_ids=ids,
-        padding_idx=1,
-    )
-
-
-def _embedding_call() -> Call:
-    module = _pt().TransformerEmbedding(300, 8, dropout=0.0)
-    tokens = _torch().tensor([[1, 2]], dtype=_torch().uint8)
-    return _call("TransformerEmbedding.forward", module, tokens=tokens)
 
 
 KNOWN: list[Known] = [
@@ -425,46 +343,6 @@ KNOWN: list[Known] = [
         "describe's TypeError does not name its argument (result)",
         _describe_message,
         lambda: _call("posenc.describe", posenc.describe, hostile=("result",), result=None),
-    ),
-    Known(
-        "marian-forward-arguments",
-        "MarianPositions.forward does not check input_ids_shape (None, 'ab', (1, 2.5) "
-        "truncated); its errors name 'length_or_positions' and 'offset' instead of "
-        "position_ids and past_key_values_length",
-        _marian_shape,
-        _marian_call,
-        needs_torch=True,
-    ),
-    Known(
-        "m2m100-arguments",
-        "M2M100Positions does not check inputs_embeds, and blames 'offset' for a huge "
-        "padding_idx or past_key_values_length",
-        _m2m100_arguments,
-        _m2m100_call,
-        needs_torch=True,
-    ),
-    Known(
-        "fairseq-token-dtypes",
-        "fairseq_positions (and M2M100Positions) accept bool and complex token ids",
-        _token_ids_dtype,
-        _fairseq_call,
-        needs_torch=True,
-    ),
-    Known(
-        "fairseq-padding-idx-wraps",
-        "fairseq_positions / M2M100Positions compare the ids with padding_idx in the ids' "
-        "dtype: uint8 ids with padding_idx 257 treat token 1 as padding",
-        _padding_wraps,
-        _padding_wraps_call,
-        needs_torch=True,
-    ),
-    Known(
-        "embedding-token-dtypes",
-        "TransformerEmbedding: uint8/int8/int16 token ids raise torch's RuntimeError",
-        _embedding_ids,
-        _embedding_call,
-        needs_torch=True,
-        fixed=True,
     ),
 ]
 

@@ -51,7 +51,8 @@ __all__ = [
     "data_checked",
     "positions_tensor",
     "set_data_checks",
-    "token_equals",
+    "shape_length",
+    "token_differs",
 ]
 
 _DATA_CHECKS = [False]
@@ -148,29 +149,57 @@ def as_device(value: Any, default: torch.device | None = None) -> torch.device |
     return device
 
 
-def check_token_ids(name: str, ids: Any) -> torch.Tensor:
+def shape_length(name: str, shape: Any) -> Any:
+    """``s`` of the shape argument ``name``, ``(b, s, ...)``: a ``torch.Size``, tuple or list
+    of integers >= 0 (``torch.SymInt`` while traced), with ``s <= 2**53 + 1`` (positions
+    ``0 .. s-1`` within the limit). Python values only."""
+    allowed = f"{name} must be (b, s): a torch.Size, tuple or list of integers >= 0"
+    if not isinstance(shape, tuple | list):  # torch.Size is a tuple
+        raise TypeError(f"{allowed}, got {shape!r:.80} ({type(shape).__name__})")
+    if len(shape) < 2:
+        raise ValueError(f"{allowed}, got {tuple(shape)!r:.80}")
+    for n in shape[:2]:
+        if isinstance(n, torch.SymInt):
+            continue
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"{allowed}, got {tuple(shape)!r:.80} (a {type(n).__name__})")
+        if n < 0:
+            raise ValueError(f"{allowed}, got {tuple(shape)!r:.80}")
+    length = shape[1]
+    if isinstance(length, torch.SymInt):
+        return length
+    if length - 1 > MAX_EXACT_POSITION:
+        raise ValueError(
+            f"{allowed}, with s <= 2**53 + 1 (positions 0 .. s-1 within 2**53, where float64 "
+            f"holds them exactly), got s = {length}"
+        )
+    return int(length)
+
+
+def check_token_ids(name: str, ids: Any, what: str = "token ids") -> torch.Tensor:
     """``ids`` must be a tensor of integer token ids: any integer dtype, unsigned included
     (compared and converted exactly by the callers); booleans, complex and floating-point
     tensors are refused. Metadata only, no value is read."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(
-            f"{name} must be a torch.Tensor of integer token ids, got {type(ids).__name__}"
+            f"{name} must be a torch.Tensor of integer {what}, got {type(ids).__name__}"
         )
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(
-            f"{name} must be an integer tensor of token ids, got dtype {ids.dtype} "
+            f"{name} must be an integer tensor of {what}, got dtype {ids.dtype} "
             "(any integer dtype is accepted, unsigned included)"
         )
     return ids
 
 
-def token_equals(ids: torch.Tensor, value: int) -> torch.Tensor:
-    """``ids == value`` exactly, as a bool tensor of ``ids``' shape: a ``value`` that the
-    ids' dtype cannot hold matches no id (it never wraps into the dtype's range)."""
+def token_differs(ids: torch.Tensor, value: int) -> torch.Tensor:
+    """``ids != value`` exactly, as a bool tensor of ``ids``' shape: a ``value`` that the
+    ids' dtype cannot hold equals no id (it is never wrapped into the dtype's range, as
+    ``ids.ne(value)`` would). A Python-number comparison, no value of ``ids`` is read."""
     info = torch.iinfo(ids.dtype)
     if info.min <= value <= info.max:
-        return ids.eq(value)
-    return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+        return ids.ne(value)
+    return torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
 
 
 def _signed(name: str, values: torch.Tensor, checked: bool) -> torch.Tensor:

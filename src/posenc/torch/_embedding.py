@@ -23,10 +23,7 @@ __all__ = ["TransformerEmbedding"]
 def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None) -> torch.Tensor:
     """``ids`` as int32/int64 (any integer dtype converts exactly), checked where the rule
     allows: in ``[0, upper)``."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor, got dtype {ids.dtype}")
+    check_token_ids(name, ids, "token ids" if like is None else "segment ids")
     if like is not None and ids.shape != like.shape:
         raise ValueError(
             f"{name} must have the shape of tokens {tuple(like.shape)}, got {tuple(ids.shape)}"

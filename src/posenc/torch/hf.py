@@ -46,12 +46,22 @@ import torch
 from torch import nn
 
 from .._checks import check_base, check_bool, check_int
+from .._checks import check_offset as core_check_offset
+from .._conventions import ConventionName
 from .._rope_plan import rope_plan
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
-from ._checks import as_positions, check_dtype, check_offset
+from ._checks import (
+    as_device,
+    as_positions,
+    check_dtype,
+    check_offset,
+    check_token_ids,
+    shape_length,
+    token_differs,
+)
 from ._functional import largest_position_seq_len
-from ._kernels._table import rope_cos_sin
+from ._kernels._table import check_size, rope_cos_sin
 from ._sinusoidal import SinusoidalPositionalEncoding
 from ._swap._report import SwapReport
 
@@ -113,6 +123,27 @@ def _factory(table: torch.Tensor) -> dict[str, Any]:
     return {"device": table.device, "dtype": table.dtype}
 
 
+def _table_module(
+    names: str, rows: int | None, dim: int, convention: ConventionName, options: dict[str, Any]
+) -> SinusoidalPositionalEncoding:
+    """The table of a drop-in, ``rows`` precomputed (None: none); ``options``: its ``base``,
+    ``device`` and ``dtype``. A table too large for memory is refused by the drop-in's own
+    argument ``names`` (those that decide ``rows``)."""
+    device = as_device(options["device"], torch.get_default_device())
+    dtype = options["dtype"]
+    dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
+    if rows is not None:
+        check_size(f"{names} and embedding_dim", (rows, dim), dtype.itemsize, device)
+    return SinusoidalPositionalEncoding(
+        dim,
+        base=check_base("base", options["base"]),
+        convention=convention,
+        max_len=rows,
+        device=device,
+        dtype=dtype,
+    )
+
+
 # -- Marian / Pegasus -------------------------------------------------------------------------
 
 
@@ -158,13 +189,9 @@ class MarianPositions(nn.Module):
         self.num_positions = (
             None if num_positions is None else check_int("num_positions", num_positions, minimum=0)
         )
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="marian",
-            max_len=self.num_positions,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
+        options = {"base": base, "device": device, "dtype": dtype}
+        self.sinusoidal = _table_module(
+            "num_positions", self.num_positions, self.embedding_dim, "marian", options
         )
 
     @classmethod
@@ -198,12 +225,13 @@ class MarianPositions(nn.Module):
         position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Rows at ``position_ids``, or at ``past_key_values_length + (0 .. s-1)``."""
+        seq_len = shape_length("input_ids_shape", input_ids_shape)  # checked, even if unused
         if position_ids is not None:
             return self.sinusoidal._encode("position_ids", position_ids)
-        if len(input_ids_shape) < 2:
-            raise ValueError(f"input_ids_shape must be (b, s), got {tuple(input_ids_shape)}")
-        seq_len = int(input_ids_shape[1])
         offset = check_offset(past_key_values_length, seq_len, name="past_key_values_length")
+        table, shape = self.sinusoidal, (seq_len, self.embedding_dim)
+        size, device = table._tables_dtype.itemsize, table._tables_device
+        check_size("input_ids_shape and embedding_dim", shape, size, device)
         if isinstance(offset, torch.Tensor):  # unread: NaN rows where it cannot be valid
             steps = torch.arange(seq_len, device=offset.device)
             return self.sinusoidal._encode("past_key_values_length", steps, offset)
@@ -216,6 +244,15 @@ class MarianPositions(nn.Module):
 # -- M2M100 / NLLB (fairseq numbering) --------------------------------------------------------
 
 
+def _fairseq_past(padding_idx: int, past_key_values_length: Any, length: Any) -> Any:
+    """The checked cache length for fairseq numbering of ``length`` tokens: positions run up
+    to ``padding_idx + past + length``, within 2**53; each argument is refused by its name."""
+    core_check_offset("padding_idx", padding_idx, length)
+    return check_offset(
+        past_key_values_length, length, name="past_key_values_length", first=padding_idx + 1
+    )
+
+
 def fairseq_positions(
     input_ids: torch.Tensor, padding_idx: int, past_key_values_length: Any = 0
 ) -> torch.Tensor:
@@ -225,8 +262,10 @@ def fairseq_positions(
     number of real tokens before them in their row; padding tokens get ``padding_idx``.
 
     Args:
-        input_ids: integer token ids ``(..., s)``, the sequence last (any integer dtype).
-        padding_idx: the pad token id, an integer >= 0.
+        input_ids: integer token ids ``(..., s)``, the sequence last (any integer dtype,
+            unsigned included; compared with ``padding_idx`` exactly: a ``padding_idx`` the
+            dtype cannot hold, such as 257 for uint8 ids, matches no token).
+        padding_idx: the pad token id, an integer >= 0; ``padding_idx + s`` must be <= 2**53.
         past_key_values_length: tokens already in the cache, an int >= 0 (or a one-value
             integer tensor); the last position, ``padding_idx + past + s``, must be <= 2**53.
 
@@ -238,20 +277,26 @@ def fairseq_positions(
     >>> fairseq_positions(torch.tensor([[1, 1, 7, 8]]), padding_idx=1)
     tensor([[1, 1, 2, 3]])
     """
-    if not isinstance(input_ids, torch.Tensor) or input_ids.is_floating_point():
-        raise TypeError(f"input_ids must be an integer tensor of token ids, got {input_ids!r:.80}")
+    check_token_ids("input_ids", input_ids)
     if input_ids.dim() == 0:
         raise ValueError("input_ids must have a sequence dimension, got a 0-D tensor")
     padding_idx = check_int("padding_idx", padding_idx, minimum=0)
-    past = check_offset(
-        past_key_values_length,
-        input_ids.shape[-1],
-        name="past_key_values_length",
-        first=padding_idx + 1,
-    )
-    real = input_ids.ne(padding_idx).to(torch.int64)
+    past = _fairseq_past(padding_idx, past_key_values_length, input_ids.shape[-1])
+    real = token_differs(input_ids, padding_idx).to(torch.int64)
     positions: torch.Tensor = (torch.cumsum(real, dim=-1) + past) * real
     return positions + padding_idx
+
+
+def _check_embeds(inputs_embeds: Any, d: int) -> None:
+    allowed = (
+        f"inputs_embeds must be a floating-point tensor (b, s, d) with d = embedding_dim = {d}"
+    )
+    if not isinstance(inputs_embeds, torch.Tensor):
+        raise TypeError(f"{allowed}, got {type(inputs_embeds).__name__}")
+    if not inputs_embeds.is_floating_point():
+        raise TypeError(f"{allowed}, got dtype {inputs_embeds.dtype}")
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != d:
+        raise ValueError(f"{allowed}, got shape {tuple(inputs_embeds.shape)}")
 
 
 class M2M100Positions(nn.Module):
@@ -295,17 +340,14 @@ class M2M100Positions(nn.Module):
     ) -> None:
         super().__init__()
         self.embedding_dim = check_int("embedding_dim", embedding_dim, minimum=1)
-        self.padding_idx = check_int("padding_idx", padding_idx, minimum=0)
+        self.padding_idx = core_check_offset("padding_idx", padding_idx)  # int in [0, 2**53]
         self.num_positions = (
             None if num_positions is None else check_int("num_positions", num_positions, minimum=0)
         )
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="tensor2tensor",
-            max_len=None if num_positions is None else self.padding_idx + 1 + num_positions,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
+        rows = None if num_positions is None else self.padding_idx + 1 + num_positions
+        options = {"base": base, "device": device, "dtype": dtype}
+        self.sinusoidal = _table_module(
+            "padding_idx, num_positions", rows, self.embedding_dim, "tensor2tensor", options
         )
 
     @classmethod
@@ -360,18 +402,17 @@ class M2M100Positions(nn.Module):
         self, input_ids: Any, inputs_embeds: Any, past_key_values_length: Any
     ) -> tuple[torch.Tensor, Any]:
         """fairseq positions ``(b, s)`` of the tokens, and the checked cache length."""
-        if input_ids is not None:
-            if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-                raise ValueError(f"input_ids must be a (b, s) tensor, got {input_ids!r:.80}")
-            shape, device = tuple(input_ids.shape), input_ids.device
-        elif inputs_embeds is not None:
+        if inputs_embeds is not None:
+            _check_embeds(inputs_embeds, self.embedding_dim)
             shape, device = tuple(inputs_embeds.shape[:2]), inputs_embeds.device
-        else:
+        if input_ids is not None:
+            if check_token_ids("input_ids", input_ids).dim() != 2:
+                raise ValueError(f"input_ids must have shape (b, s), got {tuple(input_ids.shape)}")
+            shape, device = tuple(input_ids.shape), input_ids.device
+        elif inputs_embeds is None:
             raise ValueError("pass input_ids or inputs_embeds, got neither")
         start = self.padding_idx + 1
-        past = check_offset(
-            past_key_values_length, shape[1], name="past_key_values_length", first=start
-        )
+        past = _fairseq_past(self.padding_idx, past_key_values_length, shape[1])
         if input_ids is not None:
             return fairseq_positions(input_ids, self.padding_idx, past), past
         row = torch.arange(start, start + shape[1], device=device) + past
@@ -419,13 +460,9 @@ class WhisperEncoderPositions(nn.Module):
         super().__init__()
         self.num_embeddings = check_int("num_embeddings", num_embeddings, minimum=0)
         self.embedding_dim = check_int("embedding_dim", embedding_dim, minimum=1)
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="tensor2tensor",
-            max_len=self.num_embeddings,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
+        options = {"base": base, "device": device, "dtype": dtype}
+        self.sinusoidal = _table_module(
+            "num_embeddings", self.num_embeddings, self.embedding_dim, "tensor2tensor", options
         )
 
     @classmethod
