@@ -198,6 +198,8 @@ def test_m2m100_blames_past_key_values_length_for_a_huge_cache(embeds: bool) -> 
 def test_m2m100_refuses_a_table_too_large_by_its_argument_names() -> None:
     with pytest.raises(ValueError, match=r"^padding_idx, num_positions and embedding_dim ask"):
         hf.M2M100Positions(D, 1, num_positions=2**50)
+    with pytest.raises(ValueError, match=r"^padding_idx, num_positions and embedding_dim ask"):
+        hf.M2M100Positions(D, 2**53 - 1, num_positions=np.int32(0))  # 2**53 rows
     with pytest.raises(ValueError, match=r"^num_positions and embedding_dim ask for"):
         hf.MarianPositions(D, num_positions=2**50)
     with pytest.raises(ValueError, match=r"^num_embeddings and embedding_dim ask for"):

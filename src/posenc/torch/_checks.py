@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -123,6 +123,10 @@ def _missing(device: torch.device) -> str | None:
     return None
 
 
+@overload
+def as_device(value: Any, default: torch.device) -> torch.device: ...
+@overload
+def as_device(value: Any, default: None = None) -> torch.device | None: ...
 def as_device(value: Any, default: torch.device | None = None) -> torch.device | None:
     """The ``device`` argument as a ``torch.device`` (``default`` for None), refused by name
     unless torch can parse it and this machine has it; the one gate of ``device=``.

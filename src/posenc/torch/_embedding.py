@@ -112,7 +112,7 @@ class TransformerEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.num_segments = check_int("num_segments", num_segments, minimum=0)
         self.scale = check_bool("scale", scale)
-        factory = {"device": as_device(device), "dtype": dtype}
+        factory: dict[str, Any] = {"device": as_device(device), "dtype": dtype}
         self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
         self.segment = (
             nn.Embedding(self.num_segments, self.d_model, **factory) if self.num_segments else None

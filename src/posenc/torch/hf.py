@@ -344,7 +344,7 @@ class M2M100Positions(nn.Module):
         self.num_positions = (
             None if num_positions is None else check_int("num_positions", num_positions, minimum=0)
         )
-        rows = None if num_positions is None else self.padding_idx + 1 + num_positions
+        rows = None if self.num_positions is None else self.padding_idx + 1 + self.num_positions
         options = {"base": base, "device": device, "dtype": dtype}
         self.sinusoidal = _table_module(
             "padding_idx, num_positions", rows, self.embedding_dim, "tensor2tensor", options
