@@ -47,6 +47,9 @@ REFUSED_FIRST = {
     "similarity",
     "torch-sinusoidal",
     "torch-rotary_cos_sin",
+    "MarianPositions",
+    "MarianPositions.forward",
+    "WhisperEncoderPositions",
 }
 
 

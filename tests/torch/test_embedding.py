@@ -177,21 +177,21 @@ ERRORS = [
         {},
         {"tokens": torch.zeros(2, 3)},
         TypeError,
-        "tokens must be an integer tensor, got dtype torch.float32",
+        "tokens must be an integer tensor of token ids, got dtype torch.float32",
         id="float-tokens",
     ),
     pytest.param(
         {},
         {"tokens": torch.ones(2, 3, dtype=torch.bool)},
         TypeError,
-        "tokens must be an integer tensor, got dtype torch.bool",
+        "tokens must be an integer tensor of token ids, got dtype torch.bool",
         id="bool-tokens",
     ),
     pytest.param(
         {},
         {"tokens": [[1, 2]]},
         TypeError,
-        "tokens must be a torch.Tensor of integer ids, got list",
+        "tokens must be a torch.Tensor of integer token ids, got list",
         id="list-tokens",
     ),
     pytest.param(
@@ -247,7 +247,7 @@ ERRORS = [
         {"num_segments": 2},
         {"tokens": torch.tensor([[1, 2]]), "segments": torch.tensor([[0.0, 1.0]])},
         TypeError,
-        "segments must be an integer tensor, got dtype torch.float32",
+        "segments must be an integer tensor of segment ids, got dtype torch.float32",
         id="segments-float",
     ),
     pytest.param(

@@ -493,7 +493,7 @@ def test_argument_errors_name_the_argument():
         M2M100Positions(8, 1)()
     with pytest.raises(ValueError, match="past_key_values_length must be an integer >= 0"):
         MarianPositions(8)((1, 2), -1)
-    with pytest.raises(ValueError, match=r"input_ids_shape must be \(b, s\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"input_ids_shape must be \(b, s\): .*, got \(3,\)"):
         MarianPositions(8)((3,))
     with pytest.raises(TypeError, match="input_ids must be an integer tensor"):
         fairseq_positions(torch.zeros(2, 3), 1)

@@ -14,7 +14,9 @@ Positions, the same rule in every module, function and drop-in (docs/architectur
   plausible one. ``set_data_checks(True)`` reads and raises there too.
 - **Unsigned integers.** Positions, timesteps and token ids of any integer dtype work:
   uint8/uint16/uint32 convert to int64 exactly, and uint64 values from 2**63 up fall under
-  the limit (an error, or NaN rows where the data are not read).
+  the limit (an error, or NaN rows where the data are not read). Token ids are compared
+  exactly too: a ``padding_idx`` their dtype cannot hold matches no token. Bool, complex
+  and floating-point token ids are refused by name.
 
 >>> from posenc.torch import SinusoidalPositionalEncoding
 >>> SinusoidalPositionalEncoding(512, dropout=0.1)

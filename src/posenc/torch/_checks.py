@@ -21,8 +21,10 @@ fall under the limit like any other position beyond it.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+import numbers
+from typing import Any, overload
 
 import torch
 
@@ -40,13 +42,17 @@ from ._kernels._cast import check_dtype
 
 __all__ = [
     "add_offset",
+    "as_device",
     "as_positions",
     "check_dtype",
     "check_offset",
     "check_tensor",
+    "check_token_ids",
     "data_checked",
     "positions_tensor",
     "set_data_checks",
+    "shape_length",
+    "token_differs",
 ]
 
 _DATA_CHECKS = [False]
@@ -91,6 +97,113 @@ def check_tensor(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+
+
+_DEVICES = "None, a torch.device, a string such as 'cpu', 'cuda:0' or 'meta', or a device index"
+
+
+@functools.lru_cache(maxsize=32)
+def _missing(device: torch.device) -> str | None:
+    """Why this machine cannot hold tensors on ``device``, or None when it can."""
+    if device.type in ("cpu", "meta"):
+        return None
+    backend = getattr(torch, device.type, None)
+    available = getattr(backend, "is_available", None)
+    if callable(available):
+        if not available():
+            return f"torch.{device.type}.is_available() is False"
+        count = getattr(backend, "device_count", None)
+        if device.index is not None and callable(count) and device.index >= count():
+            return f"it has {count()} {device.type} device(s)"
+        return None
+    try:  # a backend without an is_available(): ask for an empty tensor there
+        torch.empty(0, device=device)
+    except Exception as exc:  # torch raises RuntimeError, NotImplementedError, ImportError...
+        return f"torch cannot allocate there: {type(exc).__name__}"
+    return None
+
+
+@overload
+def as_device(value: Any, default: torch.device) -> torch.device: ...
+@overload
+def as_device(value: Any, default: None = None) -> torch.device | None: ...
+def as_device(value: Any, default: torch.device | None = None) -> torch.device | None:
+    """The ``device`` argument as a ``torch.device`` (``default`` for None), refused by name
+    unless torch can parse it and this machine has it; the one gate of ``device=``.
+
+    Python values only, no tensor is read: a string, an index or a ``torch.device``.
+    """
+    if value is None:
+        return default
+    if isinstance(value, torch.device):
+        device = value
+    elif isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
+        try:
+            device = torch.device(value if isinstance(value, str) else int(value))
+        except (RuntimeError, ValueError) as exc:  # torch's text lists every device type
+            raise ValueError(f"device must be {_DEVICES}, got {value!r}") from exc
+    else:
+        raise TypeError(f"device must be {_DEVICES}, got {value!r} ({type(value).__name__})")
+    if not torch.compiler.is_compiling():
+        reason = _missing(device)
+        if reason is not None:
+            raise ValueError(
+                f"device must be a device this machine has, got {str(device)!r} ({reason})"
+            )
+    return device
+
+
+def shape_length(name: str, shape: Any) -> Any:
+    """``s`` of the shape argument ``name``, ``(b, s, ...)``: a ``torch.Size``, tuple or list
+    of integers >= 0 (``torch.SymInt`` while traced), with ``s <= 2**53 + 1`` (positions
+    ``0 .. s-1`` within the limit). Python values only."""
+    allowed = f"{name} must be (b, s): a torch.Size, tuple or list of integers >= 0"
+    if not isinstance(shape, tuple | list):  # torch.Size is a tuple
+        raise TypeError(f"{allowed}, got {shape!r:.80} ({type(shape).__name__})")
+    if len(shape) < 2:
+        raise ValueError(f"{allowed}, got {tuple(shape)!r:.80}")
+    for n in shape[:2]:
+        if isinstance(n, torch.SymInt):
+            continue
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"{allowed}, got {tuple(shape)!r:.80} (a {type(n).__name__})")
+        if n < 0:
+            raise ValueError(f"{allowed}, got {tuple(shape)!r:.80}")
+    length = shape[1]
+    if isinstance(length, torch.SymInt):
+        return length
+    if length - 1 > MAX_EXACT_POSITION:
+        raise ValueError(
+            f"{allowed}, with s <= 2**53 + 1 (positions 0 .. s-1 within 2**53, where float64 "
+            f"holds them exactly), got s = {length}"
+        )
+    return int(length)
+
+
+def check_token_ids(name: str, ids: Any, what: str = "token ids") -> torch.Tensor:
+    """``ids`` must be a tensor of integer token ids: any integer dtype, unsigned included
+    (compared and converted exactly by the callers); booleans, complex and floating-point
+    tensors are refused. Metadata only, no value is read."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of integer {what}, got {type(ids).__name__}"
+        )
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(
+            f"{name} must be an integer tensor of {what}, got dtype {ids.dtype} "
+            "(any integer dtype is accepted, unsigned included)"
+        )
+    return ids
+
+
+def token_differs(ids: torch.Tensor, value: int) -> torch.Tensor:
+    """``ids != value`` exactly, as a bool tensor of ``ids``' shape: a ``value`` that the
+    ids' dtype cannot hold equals no id (it is never wrapped into the dtype's range, as
+    ``ids.ne(value)`` would). A Python-number comparison, no value of ``ids`` is read."""
+    info = torch.iinfo(ids.dtype)
+    if info.min <= value <= info.max:
+        return ids.ne(value)
+    return torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
 
 
 def _signed(name: str, values: torch.Tensor, checked: bool) -> torch.Tensor:

@@ -13,7 +13,7 @@ from torch import nn
 
 from .._checks import check_bool, check_int, check_probability
 from .._conventions import ConventionName
-from ._checks import data_checked
+from ._checks import as_device, check_token_ids, data_checked
 from ._kernels._add import embed
 from ._sinusoidal import SinusoidalPositionalEncoding
 
@@ -23,10 +23,7 @@ __all__ = ["TransformerEmbedding"]
 def _check_ids(name: str, ids: Any, upper: int, like: torch.Tensor | None = None) -> torch.Tensor:
     """``ids`` as int32/int64 (any integer dtype converts exactly), checked where the rule
     allows: in ``[0, upper)``."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor, got dtype {ids.dtype}")
+    check_token_ids(name, ids, "token ids" if like is None else "segment ids")
     if like is not None and ids.shape != like.shape:
         raise ValueError(
             f"{name} must have the shape of tokens {tuple(like.shape)}, got {tuple(ids.shape)}"
@@ -115,7 +112,7 @@ class TransformerEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.num_segments = check_int("num_segments", num_segments, minimum=0)
         self.scale = check_bool("scale", scale)
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": as_device(device), "dtype": dtype}
         self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
         self.segment = (
             nn.Embedding(self.num_segments, self.d_model, **factory) if self.num_segments else None

@@ -22,7 +22,7 @@ from .._features import (
 from .._frequencies import frequencies
 from .._rope_scaling import rope_frequencies, rope_scaling
 from .._rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
-from ._checks import check_dtype, check_tensor, data_checked, positions_tensor
+from ._checks import as_device, check_dtype, check_tensor, data_checked, positions_tensor
 from ._kernels._cast import cast_exact
 from ._kernels._rope import RopeTables, rotate
 from ._kernels._table import rope_cos_sin, sinusoidal_at
@@ -80,6 +80,7 @@ def sinusoidal(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
+    device = as_device(device)
     table = ("positions and d_model", d_model, dtype.itemsize)
     pos, checked = positions_tensor(positions, device, table=table)
     omega = torch.from_numpy(frequencies(d_model, base=base, convention=convention))
@@ -126,6 +127,7 @@ def rotary_cos_sin(
     pairs = check_pairs(pairs)
     base = check_base("base", base)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
+    device = as_device(device)
     table = ("positions and head_dim", dim, 2 * dtype.itemsize)  # cos and sin
     pos, checked = positions_tensor(positions, device, table=table)
     if seq_len is None and spec is not None and spec.depends_on_length:

@@ -25,7 +25,7 @@ from .._grid import (
     plan_grid,
 )
 from ._cache import CachedTables
-from ._checks import check_dtype
+from ._checks import as_device, check_dtype
 from ._kernels._add import add_encoding
 from ._kernels._cast import cast_exact
 from ._kernels._table import sinusoidal_at, work_device
@@ -159,7 +159,7 @@ class SinusoidalGridEncoding(CachedTables):
             with contextlib.suppress(TypeError, ValueError):
                 self._checked_knobs[ndim] = grid_knobs(ndim, **self._knob_values())
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-        device = torch.get_default_device() if device is None else torch.device(device)
+        device = as_device(device, torch.get_default_device())
         self._init_tables(0, dtype, device, key=self._default)
 
     # -- table ------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ class SinusoidalGridEncoding(CachedTables):
         """
         plan = self._resolve(grid_shape)
         dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
-        device = self._tables_device if device is None else torch.device(device)
+        device = as_device(device, self._tables_device)
         return self._table(plan, dtype, device, adopt=False)
 
     def forward(self, x: torch.Tensor, *, grid_shape: Any = None) -> torch.Tensor:

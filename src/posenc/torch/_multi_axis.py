@@ -33,7 +33,7 @@ from .._multi_axis import (
 )
 from .._multimodal_positions import multimodal_positions as _multimodal_positions
 from .._rope_scaling import RopeScaling, rope_scaling
-from ._checks import as_positions, check_dtype
+from ._checks import as_device, as_positions, check_dtype
 from ._functional import largest_position_seq_len
 from ._kernels._table import multi_axis_cos_sin as _tables
 from ._kernels._table import rope_cos_sin
@@ -194,6 +194,7 @@ def multi_axis_cos_sin(
     """
     pairs = check_pairs(pairs)
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
+    device = as_device(device)
     head_dim = check_int("head_dim", head_dim, minimum=2)
     request = _Request(sections, order, schedule, base, scaling, frequencies)
     spec = multi_axis_spec(head_dim, rotary_dim, request)

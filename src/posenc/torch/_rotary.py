@@ -17,7 +17,7 @@ from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import as_positions, check_offset, check_tensor
+from ._checks import as_device, as_positions, check_offset, check_tensor
 from ._functional import largest_position_seq_len
 from ._kernels._rope import RopeTables, phasors, rotate
 from ._multi_axis import RopeFrequencies, hf_hint, multi_axis_spec
@@ -194,7 +194,7 @@ class RotaryEmbedding(CachedTables):
         self._original = None if self.scaling is None else self.scaling.original_length
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
-        device = torch.get_default_device() if device is None else torch.device(device)
+        device = as_device(device, torch.get_default_device())
         self._init_tables(self.max_len or 0, torch.float32, device, key=0)
 
     # -- tables -----------------------------------------------------------------------------
@@ -315,7 +315,7 @@ class RotaryEmbedding(CachedTables):
         return RopeTables(
             tables.cos.view(shape),
             tables.sin.view(shape),
-            None if half is None else half.view(*shape[:-1], -1),
+            None if half is None else half.view(*shape[:-1], self.rotary_dim // 2),
         )
 
     # -- API --------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .._features import feature_slices
 from .._frequencies import frequencies
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import as_positions, check_dtype, check_offset
+from ._checks import as_device, as_positions, check_dtype, check_offset
 from ._kernels._add import add_encoding
 from ._kernels._table import sinusoidal_at, sinusoidal_rows
 
@@ -164,7 +164,7 @@ class SinusoidalPositionalEncoding(CachedTables):
             frequencies(self.d_model, base=self.base, convention=self.convention)
         )
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
-        device = torch.get_default_device() if device is None else torch.device(device)
+        device = as_device(device, torch.get_default_device())
         self._init_tables(self.max_len or 0, dtype, device, key=0)
 
     def _compute_rows(
@@ -289,7 +289,7 @@ class SinusoidalPositionalEncoding(CachedTables):
             ``(L, d)`` or ``(*S, d)`` tensor, no gradient.
         """
         dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
-        device = self._tables_device if device is None else torch.device(device)
+        device = as_device(device, self._tables_device)
         length = as_length("length_or_positions", length_or_positions)
         if length is None:
             return self._encode("length_or_positions", length_or_positions, offset, dtype, device)
@@ -308,7 +308,7 @@ class SinusoidalPositionalEncoding(CachedTables):
         """:meth:`encoding` of explicit ``positions`` (the argument ``name`` in errors), for
         the Hugging Face drop-ins too; ``offset`` may be a tensor (see ``check_offset``)."""
         dtype = check_dtype("dtype", self._tables_dtype if dtype is None else dtype)
-        device = self._tables_device if device is None else torch.device(device)
+        device = as_device(device, self._tables_device)
         pos, checked = as_positions(name, positions, device, offset=offset)
         return self._at(pos.to(device), dtype, checked)
 

@@ -76,6 +76,8 @@ class TimestepEmbedding(nn.Module):
         )
         # Plain CPU float64 tensor, not a buffer: module casts must never touch it.
         self._omega = torch.from_numpy(self.scale * omega)
+        # The largest |scale * frequency|, for the overflow check (none for dim 1: 0.0).
+        self._fastest = float(abs(self.scale) * omega.max()) if omega.size else 0.0
         self._layout = timestep_layout(self.dim, self.flip_sin_to_cos)
 
     def forward(self, timesteps: Any, *, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -92,7 +94,7 @@ class TimestepEmbedding(nn.Module):
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
         t, checked = as_positions("timesteps", timesteps)
         if checked and t.numel():
-            largest = float(t.to(torch.float64).abs().max()) * float(self._omega.abs().max())
+            largest = float(t.to(torch.float64).abs().max()) * self._fastest
             if not math.isfinite(largest):
                 raise ValueError(
                     f"scale * timesteps * frequency overflows float64 (scale={self.scale!r}); "

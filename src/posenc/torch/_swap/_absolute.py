@@ -22,8 +22,14 @@ import torch
 from torch import nn
 
 from ... import sinusoidal as numpy_sinusoidal
+from .._hf_absolute import (
+    M2M100Positions,
+    MarianPositions,
+    WhisperEncoderPositions,
+    factory_of,
+    fairseq_positions,
+)
 from .._sinusoidal import SinusoidalPositionalEncoding
-from ..hf import M2M100Positions, MarianPositions, WhisperEncoderPositions, fairseq_positions
 from ._probe import forward_parameters, largest_difference, probing, signature_text
 from ._report import Replaced
 
@@ -152,10 +158,6 @@ class TableRows(nn.Module):
 # -- the calls ------------------------------------------------------------------------------------
 
 
-def _factory(table: torch.Tensor) -> dict[str, Any]:
-    return {"device": table.device, "dtype": table.dtype}
-
-
 def _forms(
     module: nn.Module, table: torch.Tensor, match: tuple[str, bool, int | None]
 ) -> list[tuple[str, nn.Module, list[tuple[Any, ...]]]]:
@@ -168,12 +170,12 @@ def _forms(
         ids = torch.tensor([[4, 9, 2]], device=device)
         calls: list[tuple[Any, ...]] = [(torch.Size([2, 5]),), (torch.Size([1, 3]), 7)]
         calls.append((torch.Size([1, 3]), 0, ids))
-        new: nn.Module = MarianPositions(d, num_positions=count, **_factory(table))
+        new: nn.Module = MarianPositions(d, num_positions=count, **factory_of(table))
         forms.append(("rows past .. past+s-1 of (b, s)", new, calls))
     if convention == "tensor2tensor" and not cos_first and zero is not None and count > zero + 8:
         pad, n = zero, count - zero - 1
         ids = torch.tensor([[pad, pad, 7, 8, 9], [5, 6, 7, 8, pad]], device=device) % count
-        new = M2M100Positions(d, pad, num_positions=n, **_factory(table))
+        new = M2M100Positions(d, pad, num_positions=n, **factory_of(table))
         calls = [(ids,), (ids, {"past_key_values_length": 2})]
         forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
         new = TableRows(
@@ -183,14 +185,14 @@ def _forms(
             rule="tokens",
             zero_row=pad,
             num_positions=count,
-            **_factory(table),
+            **factory_of(table),
         )
         forms.append((f"fairseq numbering of token ids + past (padding {pad})", new, calls))
     two = len([p for p in _positional(module)]) >= 2
     for k in sorted({0, 1, 2, *(() if zero is None else (zero + 1,))}):
         ids = torch.tensor([[0, 3, 1, 7], [2, 2, 5, 0]], device=device)
         if convention == "tensor2tensor" and plain and k == 0:
-            new = WhisperEncoderPositions(count, d, **_factory(table))
+            new = WhisperEncoderPositions(count, d, **factory_of(table))
         else:
             new = TableRows(
                 d,
@@ -200,7 +202,7 @@ def _forms(
                 offset=k,
                 zero_row=zero,
                 num_positions=count,
-                **_factory(table),
+                **factory_of(table),
             )
         forms.append((f"rows position_ids + {k}", new, [(ids,), *([(ids, 3)] if two else [])]))
     three = torch.zeros(2, 2, 5, dtype=torch.int64, device=device)
@@ -211,7 +213,7 @@ def _forms(
         rule="length",
         zero_row=zero,
         num_positions=count,
-        **_factory(table),
+        **factory_of(table),
     )
     forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
     return forms
