@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_base, check_int
+from ._checks import check_allocation, check_base, check_int
 from ._conventions import get_convention
 
 __all__ = [
@@ -130,4 +130,5 @@ def frequencies(
     """
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_schedule_base("base", base)
+    check_allocation("d_model", ((d_model + 1) // 2,), 8)
     return _SCHEDULES[get_convention(convention).schedule](d_model, base)

@@ -24,17 +24,6 @@ from .contract import Call, Violation
 
 # -- what a violation looks like --------------------------------------------------------------
 
-_ALLOCATION = (
-    "allocate",
-    "array is too big",
-    "Maximum allowed",
-    "Storage size calculation overflowed",
-    "Overflow when unpacking long",
-    "without overflow",
-    "cannot be represented as a SymInt",
-    "too large to convert to C long",
-)
-
 
 def _is_torch(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "dtype")
@@ -55,17 +44,6 @@ def _ints(call: Call, names: tuple[str, ...] | None = None) -> list[int]:
 
 def _message(v: Violation) -> str:
     return "" if v.exc is None else f"{type(v.exc).__name__}: {v.exc}"
-
-
-def _too_large(v: Violation) -> bool:
-    if v.kind not in ("raised", "unnamed"):
-        return False
-    allocation = isinstance(v.exc, MemoryError) or any(t in _message(v) for t in _ALLOCATION)
-    return allocation and any(abs(i) >= 10**7 for i in _ints(v.call))
-
-
-def _huge_count_accepted(v: Violation) -> bool:
-    return v.kind in ("accepted", "wrong") and any(i >= 2**63 - 1 for i in _ints(v.call))
 
 
 def _overflowing_number(v: Violation) -> bool:
@@ -418,28 +396,6 @@ KNOWN: list[Known] = [
         _identify_call,
     ),
     # -- found by this suite ------------------------------------------------------------------
-    Known(
-        "too-large-requests",
-        "a request too large to allocate raises MemoryError/RuntimeError (or NumPy's own "
-        "ValueError) instead of a ValueError naming the argument and the bytes needed",
-        _too_large,
-        lambda: _call(
-            "posenc.sinusoidal",
-            posenc.sinusoidal,
-            hostile=("positions", "d_model"),
-            positions=10**7,
-            d_model=10**7,
-        ),
-        fixed=True,
-    ),
-    Known(
-        "huge-count-accepted",
-        "a count >= 2**63 (d_model, dim) is accepted and gives empty frequencies",
-        _huge_count_accepted,
-        lambda: _call(
-            "posenc.frequencies", posenc.frequencies, hostile=("d_model",), d_model=2**64
-        ),
-    ),
     Known(
         "overflowing-numbers",
         "numbers too large for float64 (10**400, Fraction(10**400)) raise OverflowError",

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int
+from .._checks import check_base, check_bool, check_int, sized_by
 from .._rope_plan import rope_plan
 from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._rotary import resolve_rotary_dim
@@ -158,14 +158,15 @@ class MarianPositions(nn.Module):
         self.num_positions = (
             None if num_positions is None else check_int("num_positions", num_positions, minimum=0)
         )
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="marian",
-            max_len=self.num_positions,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
-        )
+        with sized_by(d_model="embedding_dim", max_len="num_positions"):
+            self.sinusoidal = SinusoidalPositionalEncoding(
+                self.embedding_dim,
+                base=check_base("base", base),
+                convention="marian",
+                max_len=self.num_positions,
+                device=device,
+                dtype=None if dtype is None else check_dtype("dtype", dtype),
+            )
 
     @classmethod
     def like(cls, module: nn.Module, *, check: bool = True) -> MarianPositions:
@@ -299,14 +300,15 @@ class M2M100Positions(nn.Module):
         self.num_positions = (
             None if num_positions is None else check_int("num_positions", num_positions, minimum=0)
         )
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="tensor2tensor",
-            max_len=None if num_positions is None else self.padding_idx + 1 + num_positions,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
-        )
+        with sized_by(d_model="embedding_dim", max_len="padding_idx, num_positions"):
+            self.sinusoidal = SinusoidalPositionalEncoding(
+                self.embedding_dim,
+                base=check_base("base", base),
+                convention="tensor2tensor",
+                max_len=None if num_positions is None else self.padding_idx + 1 + num_positions,
+                device=device,
+                dtype=None if dtype is None else check_dtype("dtype", dtype),
+            )
 
     @classmethod
     def like(cls, module: nn.Module, *, check: bool = True) -> M2M100Positions:
@@ -419,14 +421,15 @@ class WhisperEncoderPositions(nn.Module):
         super().__init__()
         self.num_embeddings = check_int("num_embeddings", num_embeddings, minimum=0)
         self.embedding_dim = check_int("embedding_dim", embedding_dim, minimum=1)
-        self.sinusoidal = SinusoidalPositionalEncoding(
-            self.embedding_dim,
-            base=check_base("base", base),
-            convention="tensor2tensor",
-            max_len=self.num_embeddings,
-            device=device,
-            dtype=None if dtype is None else check_dtype("dtype", dtype),
-        )
+        with sized_by(d_model="embedding_dim", max_len="num_embeddings"):
+            self.sinusoidal = SinusoidalPositionalEncoding(
+                self.embedding_dim,
+                base=check_base("base", base),
+                convention="tensor2tensor",
+                max_len=self.num_embeddings,
+                device=device,
+                dtype=None if dtype is None else check_dtype("dtype", dtype),
+            )
 
     @classmethod
     def like(cls, module: nn.Module, *, check: bool = True) -> WhisperEncoderPositions:
