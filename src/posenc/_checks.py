@@ -293,7 +293,9 @@ class TooLargeError(ValueError, MemoryError):
     limit: int = 0
 
 
-def _too_large(names: Sequence[str], shape: tuple[int, ...], needed: int, limit: int):
+def _too_large(
+    names: Sequence[str], shape: tuple[int, ...], needed: int, limit: int
+) -> TooLargeError:
     """The :class:`TooLargeError` for ``shape`` (``needed`` bytes) asked for by ``names``."""
     shown = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     error = TooLargeError(
