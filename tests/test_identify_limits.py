@@ -8,6 +8,8 @@ first position is ``max_offset`` or more is reported as such, not as "off the un
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -55,10 +57,24 @@ def test_the_documented_example_is_exact():
     assert (r.outcome, r.base, r.offset) == ("match", 10000.0, 0)
 
 
-@pytest.mark.parametrize("max_offset", [LIMIT + 1, 2**40])
+@pytest.mark.parametrize("max_offset", [LIMIT + 1, 2**40, 2**64])
 def test_a_max_offset_beyond_the_limit_is_refused(max_offset):
     with pytest.raises(ValueError, match=r"max_offset must be an integer in \[1, 2\*\*24\]"):
         identify(posenc.sinusoidal(50, 16), max_offset=max_offset)
+
+
+@pytest.mark.slow
+def test_the_search_memory_is_bounded_at_the_limit():
+    """The most branches: d_model = 2, whose only frequency is 1 (one candidate per 2π)."""
+    table = posenc.sinusoidal(np.arange(LIMIT - 10, LIMIT), 2, dtype=np.float64)
+    tracemalloc.start()
+    try:
+        r = identify(table, max_offset=LIMIT)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.matched
+    assert peak < 256 * 2**20, f"identify used {peak / 2**20:.0f} MiB at max_offset = 2**24"
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,11 @@ allowed, e.g. ``d_model must be a positive integer, got 0``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "check_shift",
     "is_integer",
     "memory_limit",
+    "sized_by",
 ]
 
 #: Largest |position| whose integer value float64 holds exactly: the position limit.
@@ -334,8 +336,45 @@ class TooLargeError(ValueError, MemoryError):
 
     A ``ValueError`` (the request is out of range) and a ``MemoryError`` (what NumPy and
     PyTorch raise for the same request, only after trying): code that catches either keeps
-    working.
+    working. ``names``, ``shape``, ``needed`` and ``limit`` say what was refused.
     """
+
+    names: tuple[str, ...] = ()
+    shape: tuple[int, ...] = ()
+    needed: int = 0
+    limit: int = 0
+
+
+def _too_large(
+    names: Sequence[str], shape: tuple[int, ...], needed: int, limit: int
+) -> TooLargeError:
+    """The :class:`TooLargeError` for ``shape`` (``needed`` bytes) asked for by ``names``."""
+    shown = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    error = TooLargeError(
+        f"{shown} ask for a result of shape {shape}, {_bytes(needed)}, more than the device's "
+        f"memory ({_bytes(limit)}); ask for fewer positions or channels, or build the result "
+        "in blocks"
+    )
+    error.names, error.shape, error.needed, error.limit = tuple(names), shape, needed, limit
+    return error
+
+
+@contextlib.contextmanager
+def sized_by(**names: str) -> Iterator[None]:
+    """Inside, a :class:`TooLargeError` names the caller's arguments: ``names`` maps the name
+    an inner call uses to the caller's (``d_model="embedding_dim"``); others stay as they are.
+
+    >>> with sized_by(d_model="embedding_dim"):
+    ...     check_allocation("positions and d_model", (2**40, 2**40), 4)
+    Traceback (most recent call last):
+    ...
+    posenc._checks.TooLargeError: positions and embedding_dim ask for a result of shape ...
+    """
+    try:
+        yield
+    except TooLargeError as exc:
+        renamed = [names.get(name, name) for name in exc.names]
+        raise _too_large(renamed, exc.shape, exc.needed, exc.limit) from None
 
 
 def memory_limit() -> int:
@@ -348,6 +387,11 @@ def memory_limit() -> int:
     except (AttributeError, OSError, ValueError):
         return 1 << 40
     return int(pages) * int(size) if pages > 0 and size > 0 else 1 << 40
+
+
+#: Results this small fit on any machine: no need to ask the system (nor, traced, to break
+#: a torch.compile graph to ask it).
+_FITS_ANYWHERE = 1 << 24
 
 
 def _bytes(n: int) -> str:
@@ -370,11 +414,12 @@ def check_allocation(
     ...
     posenc._checks.TooLargeError: positions and d_model ask for ... 36.4 TiB, more than ...
     """
-    needed = math.prod(int(n) for n in shape) * int(itemsize) * int(copies)
+    needed = int(itemsize) * int(copies)
+    for n in shape:  # a loop, not a generator: torch.compile traces this (frequencies)
+        needed *= int(n)
+    if limit is None and needed <= _FITS_ANYWHERE:
+        return
     limit = memory_limit() if limit is None else limit
     if needed > limit:
-        raise TooLargeError(
-            f"{names} ask for a result of shape {tuple(int(n) for n in shape)}, "
-            f"{_bytes(needed)}, more than the device's memory ({_bytes(limit)}); ask for "
-            "fewer positions or channels, or build the result in blocks"
-        )
+        parts = names.replace(" and ", ", ").split(", ")
+        raise _too_large(parts, tuple(int(n) for n in shape), needed, limit)

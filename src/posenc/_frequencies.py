@@ -27,13 +27,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_base, check_int
+from ._checks import check_allocation, check_base, check_int
 from ._conventions import get_convention
 
 __all__ = [
     "MAX_FREQUENCY",
     "MIN_BASE",
     "check_frequencies",
+    "check_omega_size",
     "check_schedule_base",
     "frequencies",
     "paper_schedule",
@@ -90,6 +91,12 @@ and their angles at positions up to 2**53 must stay finite), got 1e-300
     return base
 
 
+def check_omega_size(name: str, d_model: int) -> None:
+    """The frequencies of ``d_model`` channels (at most ceil(d_model/2) float64) must fit in
+    memory: else a ``TooLargeError`` naming ``name``, before anything is allocated."""
+    check_allocation(name, ((d_model + 1) // 2,), 8)
+
+
 def paper_schedule(d_model: int, base: float) -> npt.NDArray[np.float64]:
     """ω_k = base^(-2k/d_model) for k = 0 .. ceil(d_model/2) - 1 (float64, no argument checks)."""
     k = np.arange((d_model + 1) // 2, dtype=np.float64)
@@ -130,4 +137,5 @@ def frequencies(
     """
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_schedule_base("base", base)
+    check_omega_size("d_model", d_model)
     return _SCHEDULES[get_convention(convention).schedule](d_model, base)

@@ -533,7 +533,9 @@ def sinusoidal_grid(
             f"flatten=False returns (*shape, d_model) and has no place for {plan.extra_tokens} "
             "extra zero rows; use flatten=True or drop cls_token/extra_tokens"
         )
-    check_allocation("shape and d_model", (plan.rows, plan.d_model), out_dtype.itemsize)
+    # extra_tokens decides the size too when it is more than cls_token's one row
+    names = "shape, extra_tokens and d_model" if plan.extra_tokens > 1 else "shape and d_model"
+    check_allocation(names, (plan.rows, plan.d_model), out_dtype.itemsize)
     out = np.zeros((plan.rows, plan.d_model), dtype=out_dtype)
     cells = out[plan.extra_tokens :].reshape(*plan.shape, plan.d_model)  # a view of out
     ndim = len(plan.shape)

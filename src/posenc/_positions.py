@@ -185,6 +185,7 @@ def positions_from_cu_seqlens(cu_seqlens: Any) -> IntArray:
     if np.any(lengths < 0):
         raise ValueError(f"cu_seqlens must be non-decreasing, got {cu.tolist()[:16]}")
     total = int(cu[-1])
+    check_allocation("cu_seqlens", (total,), 8, 2)  # the positions and the repeated starts
     return np.arange(total, dtype=np.int64) - np.repeat(cu[:-1], lengths)
 
 

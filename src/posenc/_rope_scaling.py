@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import MAX_EXACT_POSITION, as_float, as_length, check_base, check_bool, check_int
-from ._frequencies import check_frequencies, check_schedule_base, paper_schedule
+from ._frequencies import check_frequencies, check_omega_size, check_schedule_base, paper_schedule
 
 __all__ = [
     "ROPE_TYPES",
@@ -434,6 +434,7 @@ def rope_frequencies(
     spec = rope_scaling(scaling)
     if seq_len is not None:
         seq_len = as_length("seq_len", check_int("seq_len", seq_len, minimum=0))
+    check_omega_size("dim", dim)
     omega = paper_schedule(dim, base)
     if spec is None:
         return omega, 1.0

@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from ._checks import check_float_dtype, check_int
 from ._features import PairLayout, check_pairs, layout_error, pair_slices
+from ._frequencies import check_omega_size
 from ._positions import table_positions
 from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
 
@@ -86,6 +87,7 @@ pass an even rotary_dim <= 7)
             f"rotary_dim must be even (RoPE rotates pairs of channels), got {dim}"
             + (hint if rotary_dim is None else "")
         )
+    check_omega_size("head_dim" if rotary_dim is None else "rotary_dim", dim)
     return dim
 
 

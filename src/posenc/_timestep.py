@@ -78,6 +78,7 @@ def timestep_frequencies(
             f"downscale_freq_shift must differ from dim // 2 = {half} (the exponent "
             f"k / (dim // 2 - downscale_freq_shift) divides by it), got {shift!r}"
         )
+    check_allocation("dim", (half,), 8)
     k = np.arange(half, dtype=np.float64)
     with np.errstate(over="ignore"):
         omega = np.power(max_period, -k / denominator)

@@ -10,9 +10,7 @@ A call may end in exactly one of two ways:
 Arguments are drawn as *valid* (the call must succeed), *hostile* (the call must refuse, naming
 one of the hostile arguments) or *doubtful* (either outcome; a result is still checked).
 Anything else (another exception, a refusal of a valid call, an accepted hostile value, an
-unchecked result) is a :class:`Violation`. Violations listed in ``tests/fuzz/known.py`` are
-tolerated by the fuzz tests (and recorded as hypothesis events); each has a strict-xfail
-reproducer in ``tests/fuzz/test_known.py``, so a fix shows up as an XPASS.
+unchecked result) is a :class:`Violation`, and fails the test.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import event, note
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -156,20 +154,6 @@ def run(call: Call) -> Any:
 def _exc(exc: BaseException) -> str:
     text = str(exc).replace("\n", " ")
     return f"{type(exc).__name__}: {text[:300]}"
-
-
-def enforce(call: Call) -> Any:
-    """:func:`run`, tolerating the violations listed in ``tests/fuzz/known.py``."""
-    from .known import find
-
-    try:
-        return run(call)
-    except Violation as violation:
-        entry = find(violation)
-        if entry is None:
-            raise
-        event(f"known failure: {entry.id}")
-        return None
 
 
 class Args:

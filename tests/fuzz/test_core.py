@@ -20,7 +20,7 @@ from .checks import (
     grid_coords,
     rope_reference,
 )
-from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, enforce, expect_array
+from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
 from .profile import fuzz
 from .reference import (
     EPS,
@@ -86,7 +86,7 @@ def test_sinusoidal(data: st.DataObject) -> None:
         channels = sinusoid_channels(int(d), float(base or 10000.0), conv or "paper")
         check_rows(out.reshape(-1, int(d)).astype(np.float64), flat, channels, dtype.name)
 
-    enforce(a.call("posenc.sinusoidal", fast_paths(data, posenc.sinusoidal), check))
+    run(a.call("posenc.sinusoidal", fast_paths(data, posenc.sinusoidal), check))
 
 
 @fuzz()
@@ -108,7 +108,7 @@ def test_frequencies(data: st.DataObject) -> None:
             want, rel = exact_omega(b, e)
             assert abs(omega[k] - float(want)) <= rel * float(want) + 1e-300, f"ω_{k}"
 
-    enforce(a.call("posenc.frequencies", posenc.frequencies, check))
+    run(a.call("posenc.frequencies", posenc.frequencies, check))
 
 
 def rope_arguments(a: Args, data: st.DataObject) -> dict:
@@ -169,7 +169,7 @@ def test_rotary_cos_sin(data: st.DataObject) -> None:
             dtype.name,
         )
 
-    enforce(a.call("posenc.rotary_cos_sin", posenc.rotary_cos_sin, check, aliases=SCALING_NAMES))
+    run(a.call("posenc.rotary_cos_sin", posenc.rotary_cos_sin, check, aliases=SCALING_NAMES))
 
 
 @fuzz()
@@ -207,9 +207,7 @@ def test_rope_frequencies(data: st.DataObject) -> None:
                 assert abs(omega[k] - want) <= (rel + 2 * EPS) * want + 1e-300, f"ω_{k}"
             assert attention == 1.0
 
-    enforce(
-        a.call("posenc.rope_frequencies", posenc.rope_frequencies, check, aliases=SCALING_NAMES)
-    )
+    run(a.call("posenc.rope_frequencies", posenc.rope_frequencies, check, aliases=SCALING_NAMES))
 
 
 @fuzz(scale=0.5)
@@ -231,7 +229,7 @@ def test_rope_scaling(data: st.DataObject) -> None:
         assert posenc.rope_scaling(spec) is spec
         assert spec == posenc.RopeScaling(spec.rope_type, **spec.params)
 
-    enforce(a.call("posenc.rope_scaling", posenc.rope_scaling, check))
+    run(a.call("posenc.rope_scaling", posenc.rope_scaling, check))
 
 
 def rotary_inputs(data: st.DataObject, a: Args):
@@ -315,7 +313,7 @@ def test_apply_rotary(data: st.DataObject) -> None:
         aliases={"pairs": ("pairs", "layout")},
         facts={"mismatch": mismatch},
     )
-    enforce(call)
+    run(call)
 
 
 @fuzz(scale=0.5)
@@ -416,7 +414,7 @@ def test_sinusoidal_grid(data: st.DataObject) -> None:
         values, errors = exact_rows(coords, channels)
         compare(table[[rows_extra + p for p in picks]], values, errors, dtype.name)
 
-    enforce(
+    run(
         a.call(
             "posenc.sinusoidal_grid",
             posenc.sinusoidal_grid,
@@ -489,7 +487,7 @@ def test_timestep_embedding(data: st.DataObject) -> None:
         )
         check_rows(out.reshape(-1, int(dim)).astype(np.float64), flat, channels, dtype.name)
 
-    enforce(
+    run(
         a.call(
             "posenc.timestep_embedding",
             posenc.timestep_embedding,

@@ -21,9 +21,6 @@ from posenc import analysis
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 BYTES = re.compile(r"\d\s*(bytes?|[KMGTPE]i?B)\b")
 
-#: Cases that still fail this way: strict xfails, to be removed as the checks land.
-REFUSED_LATE = "allocates (MemoryError / RuntimeError) instead of refusing the size first"
-
 
 def _pt() -> Any:
     import posenc.torch
@@ -37,28 +34,8 @@ def _torch() -> Any:
     return torch
 
 
-#: Cases refused before allocating (the others are strict xfails until they are).
-REFUSED_FIRST = {
-    "sinusoidal",
-    "sinusoidal-d_model",
-    "rotary_cos_sin",
-    "grid",
-    "timestep",
-    "similarity",
-    "torch-sinusoidal",
-    "torch-rotary_cos_sin",
-    "MarianPositions",
-    "MarianPositions.forward",
-    "WhisperEncoderPositions",
-}
-
-
 def case(case_id: str, call: Callable[[], Any], names: tuple[str, ...], *, torch: bool = False):
-    marks = (
-        [] if case_id in REFUSED_FIRST else [pytest.mark.xfail(strict=True, reason=REFUSED_LATE)]
-    )
-    if torch and not HAS_TORCH:
-        marks.append(pytest.mark.skip(reason="needs torch"))
+    marks = [pytest.mark.skip(reason="needs torch")] if torch and not HAS_TORCH else []
     return pytest.param(call, names, id=case_id, marks=marks)
 
 
@@ -149,11 +126,15 @@ CASES = [
         torch=True,
     ),
     case(
-        "M2M100Positions.forward",
-        lambda: _pt().hf.M2M100Positions(8, 1)(
-            _torch().tensor([[2, 3]]), past_key_values_length=10**12
-        ),
-        ("past_key_values_length",),
+        "M2M100Positions",
+        lambda: _pt().hf.M2M100Positions(8, 1, num_positions=10**13),
+        ("num_positions",),
+        torch=True,
+    ),
+    case(
+        "WhisperEncoderPositions-embedding_dim",
+        lambda: _pt().hf.WhisperEncoderPositions(3, 2**50),
+        ("embedding_dim",),
         torch=True,
     ),
     case(
@@ -171,3 +152,33 @@ def test_too_large_is_refused_before_allocating(call, names) -> None:
         call()
     message = str(info.value)
     assert BYTES.search(message), f"{message!r} does not say how many bytes were needed"
+
+
+def test_the_message_says_what_was_refused() -> None:
+    with pytest.raises(MemoryError) as info:  # also a MemoryError, for code that catches one
+        posenc.sinusoidal(10**7, 10**6)
+    error = info.value
+    assert error.names == ("positions", "d_model")
+    assert error.shape == (10**7, 10**6)
+    assert error.needed == 4 * 10**13 > error.limit
+
+
+OFFSETS = [
+    pytest.param(
+        lambda: _pt().hf.M2M100Positions(8, 1)(
+            _torch().tensor([[2, 3]]), past_key_values_length=10**12
+        ),
+        (1, 2, 8),
+        id="M2M100Positions.forward",
+        marks=[] if HAS_TORCH else [pytest.mark.skip(reason="needs torch")],
+    ),
+    pytest.param(
+        lambda: posenc.sinusoidal(np.array([10**15, 10**15 + 1]), 8), (2, 8), id="sinusoidal"
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "shape"), OFFSETS)
+def test_a_far_offset_allocates_only_the_rows_asked_for(call, shape) -> None:
+    """Nothing is allocated in proportion to an offset or a position: far rows are computed."""
+    assert tuple(call().shape) == shape

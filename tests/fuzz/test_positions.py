@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import posenc
 
-from .contract import Args, choose, enforce, expect_array
+from .contract import Args, choose, expect_array, run
 from .profile import fuzz
 from .values import HUGE, INT_DTYPES, WRONG_TYPES, count, flag
 
@@ -89,7 +89,7 @@ def test_positions_from_mask(data: st.DataObject) -> None:
             for g, w in zip(row_got, row_want, strict=True):
                 assert g == (int(pad or 0) if w is None else w), f"got {row_got}, want {row_want}"
 
-    enforce(a.call("posenc.positions_from_mask", posenc.positions_from_mask, check))
+    run(a.call("posenc.positions_from_mask", posenc.positions_from_mask, check))
 
 
 @fuzz()
@@ -117,7 +117,7 @@ def test_positions_from_segments(data: st.DataObject) -> None:
                 want[i] = 0 if want[i] == 0 else want[i - 1] + 1
             assert got == want, f"{row} -> {got}, want {want}"
 
-    enforce(a.call("posenc.positions_from_segments", posenc.positions_from_segments, check))
+    run(a.call("posenc.positions_from_segments", posenc.positions_from_segments, check))
 
 
 def cu_seqlens():
@@ -159,7 +159,7 @@ def test_positions_from_cu_seqlens(data: st.DataObject) -> None:
         expect_array(out, (len(want),), np.int64)
         assert out.tolist() == want
 
-    enforce(a.call("posenc.positions_from_cu_seqlens", posenc.positions_from_cu_seqlens, check))
+    run(a.call("posenc.positions_from_cu_seqlens", posenc.positions_from_cu_seqlens, check))
 
 
 @fuzz()
@@ -179,7 +179,7 @@ def test_positions_from_tokens(data: st.DataObject) -> None:
         for row_got, row_want in zip(got, want, strict=True):
             assert row_got == [int(pad) if w is None else w for w in row_want], row_got
 
-    enforce(a.call("posenc.positions_from_tokens", posenc.positions_from_tokens, check))
+    run(a.call("posenc.positions_from_tokens", posenc.positions_from_tokens, check))
 
 
 @fuzz(scale=0.25)
@@ -199,7 +199,7 @@ def test_set_fast_paths(data: st.DataObject) -> None:
         assert np.array_equal(inside, before)
         assert np.array_equal(posenc.sinusoidal(3, 4), before)
 
-    enforce(a.call("posenc.set_fast_paths", switch, check))
+    run(a.call("posenc.set_fast_paths", switch, check))
 
 
 @fuzz(scale=0.25)
@@ -220,4 +220,4 @@ def test_describe(data: st.DataObject) -> None:
         assert isinstance(text, str)
         assert text
 
-    enforce(a.call("posenc.describe", posenc.describe, check))
+    run(a.call("posenc.describe", posenc.describe, check))

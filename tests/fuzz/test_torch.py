@@ -20,7 +20,7 @@ from .checks import (  # noqa: E402
     exact,
     rope_reference,
 )
-from .contract import DOUBTFUL, VALID, Args, choose, enforce  # noqa: E402
+from .contract import DOUBTFUL, VALID, Args, choose, run  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import (  # noqa: E402
     check_pair_norms,
@@ -80,7 +80,7 @@ def test_sinusoidal(data: st.DataObject) -> None:
         channels = sinusoid_channels(int(d), float(base or 10000.0), conv or "paper")
         check_rows(values.reshape(-1, int(d)), flat, channels, NAMES[dtype])
 
-    enforce(
+    run(
         a.call(
             "posenc.torch.sinusoidal", fast_paths(data, pt.sinusoidal), check, aliases=TORCH_NAMES
         )
@@ -109,7 +109,7 @@ def test_rotary_cos_sin(data: st.DataObject) -> None:
         tables = [expect_tensor(t, (*shape, r), dtype).reshape(-1, r) for t in (cos, sin)]
         check_rope_tables(*tables, flat, omega, attention, pairs or "half", NAMES[dtype])
 
-    enforce(
+    run(
         a.call(
             "posenc.torch.rotary_cos_sin",
             pt.rotary_cos_sin,
@@ -183,9 +183,7 @@ def test_apply_rotary(data: st.DataObject) -> None:
         rtol = 4 * torch.finfo(table_dtype).eps + 4 * torch.finfo(x.dtype).eps + 8 * work
         check_pair_norms(x64, values, layout, r, 1.0, rtol, NAMES[x.dtype])
 
-    enforce(
-        a.call("posenc.torch.apply_rotary", pt.apply_rotary, check, facts={"mismatch": mismatch})
-    )
+    run(a.call("posenc.torch.apply_rotary", pt.apply_rotary, check, facts={"mismatch": mismatch}))
 
 
 @fuzz()
@@ -243,7 +241,7 @@ def test_cast_exact(data: st.DataObject) -> None:
         same = (got == want) & (np.signbit(got) == np.signbit(want))
         assert np.all(same | (np.isnan(got) & np.isnan(want))), f"{got} != {want}"
 
-    enforce(a.call("posenc.torch.cast_exact", pt.cast_exact, check))
+    run(a.call("posenc.torch.cast_exact", pt.cast_exact, check))
 
 
 @fuzz(scale=2)
@@ -282,7 +280,7 @@ def test_timestep_embedding(data: st.DataObject) -> None:
             values.reshape(-1, int(dim)), [exact(v) * s for v in flat], channels, NAMES[dtype]
         )
 
-    enforce(
+    run(
         a.call(
             "posenc.torch.timestep_embedding",
             pt.timestep_embedding,
@@ -306,4 +304,4 @@ def test_set_data_checks(data: st.DataObject) -> None:
     def check(inside):
         assert torch.equal(inside, pt.sinusoidal(4, 4)[3:])
 
-    enforce(a.call("posenc.torch.set_data_checks", switch, check))
+    run(a.call("posenc.torch.set_data_checks", switch, check))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st  # noqa: E402
 from posenc.torch import hf  # noqa: E402
 
 from .checks import check_rope_tables, check_rows, rope_reference  # noqa: E402
-from .contract import Args, choose, enforce  # noqa: E402
+from .contract import Args, choose, run  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
 from .test_torch import expect_tensor  # noqa: E402
@@ -56,7 +56,7 @@ def test_marian_positions(data: st.DataObject) -> None:
     a.draw("num_positions", count(0, 32, none=True), optional=True)
     base = a.draw("base", BASES, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = enforce(a.call("hf.MarianPositions", hf.MarianPositions, lambda m: None))
+    module = run(a.call("hf.MarianPositions", hf.MarianPositions, lambda m: None))
     if module is None or not a.clean:
         return
     f = Args(data)
@@ -90,7 +90,7 @@ def test_marian_positions(data: st.DataObject) -> None:
         channels = sinusoid_channels(int(d), float(base or 10000.0), "marian")
         check_rows(values.reshape(-1, int(d)), positions, channels, NAMES[module_dtype(a)])
 
-    enforce(f.call("MarianPositions.forward", module, check))
+    run(f.call("MarianPositions.forward", module, check))
 
 
 def fairseq(ids: torch.Tensor, pad: int, past: int) -> list[list[int]]:
@@ -114,7 +114,7 @@ def test_m2m100_positions(data: st.DataObject) -> None:
     a.draw("num_positions", count(0, 32, none=True), optional=True)
     base = a.draw("base", BASES, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = enforce(a.call("hf.M2M100Positions", hf.M2M100Positions, lambda m: None))
+    module = run(a.call("hf.M2M100Positions", hf.M2M100Positions, lambda m: None))
     if module is None or not a.clean:
         return
     f = Args(data)
@@ -151,7 +151,7 @@ def test_m2m100_positions(data: st.DataObject) -> None:
         real = [i for i, q in enumerate(flat) if q != p]
         check_rows(values[real], [flat[i] for i in real], channels, NAMES[module_dtype(a)])
 
-    enforce(f.call("M2M100Positions.forward", module, check))
+    run(f.call("M2M100Positions.forward", module, check))
 
 
 @fuzz(scale=0.5)
@@ -161,9 +161,7 @@ def test_whisper_encoder_positions(data: st.DataObject) -> None:
     a.draw("num_embeddings", count(0, 32))
     d = a.draw("embedding_dim", count(1, 16))
     base = a.draw("base", BASES, optional=True)
-    module = enforce(
-        a.call("hf.WhisperEncoderPositions", hf.WhisperEncoderPositions, lambda m: None)
-    )
+    module = run(a.call("hf.WhisperEncoderPositions", hf.WhisperEncoderPositions, lambda m: None))
     if module is None or not a.clean:
         return
     f = Args(data)
@@ -177,7 +175,7 @@ def test_whisper_encoder_positions(data: st.DataObject) -> None:
         channels = sinusoid_channels(int(d), float(base or 10000.0), "tensor2tensor")
         check_rows(values.reshape(-1, int(d)), pos.reshape(-1).tolist(), channels, "float32")
 
-    enforce(f.call("WhisperEncoderPositions.forward", module, check))
+    run(f.call("WhisperEncoderPositions.forward", module, check))
 
 
 @fuzz()
@@ -209,7 +207,7 @@ def test_llama_rotary(data: st.DataObject) -> None:
             num_attention_heads=2,
             max_position_embeddings=None,
         )
-        module = enforce(
+        module = run(
             Args(data).call(
                 "hf.LlamaRotary.from_config",
                 lambda: hf.LlamaRotary.from_config(config),
@@ -217,7 +215,7 @@ def test_llama_rotary(data: st.DataObject) -> None:
             )
         )
     else:
-        module = enforce(
+        module = run(
             a.call(
                 "hf.LlamaRotary",
                 hf.LlamaRotary,
@@ -248,7 +246,7 @@ def test_llama_rotary(data: st.DataObject) -> None:
         tables = [expect_tensor(t, (*ids.shape, r), x.dtype).reshape(-1, r) for t in result]
         check_rope_tables(*tables, flat, omega, attention, "half", NAMES[x.dtype])
 
-    enforce(f.call("LlamaRotary.forward", module, check, aliases={"x": ("x",)}))
+    run(f.call("LlamaRotary.forward", module, check, aliases={"x": ("x",)}))
 
 
 @fuzz(scale=0.5)
@@ -292,7 +290,7 @@ def test_fairseq_positions(data: st.DataObject) -> None:
         assert out.dtype == torch.int64
         assert out.reshape(-1, given_ids.shape[-1]).tolist() == want
 
-    enforce(a.call("hf.fairseq_positions", hf.fairseq_positions, check))
+    run(a.call("hf.fairseq_positions", hf.fairseq_positions, check))
 
 
 class _Table(torch.nn.Module):
@@ -343,7 +341,7 @@ def test_like_and_swap(data: st.DataObject) -> None:
     def check(new):
         assert isinstance(new, cls)
 
-    enforce(a.call(f"hf.{cls.__name__}.like", cls.like, check))
+    run(a.call(f"hf.{cls.__name__}.like", cls.like, check))
 
 
 @fuzz(scale=0.25)
@@ -363,4 +361,4 @@ def test_swap_positions(data: st.DataObject) -> None:
         assert report.names == []
         assert report.replaced == ()
 
-    enforce(a.call("hf.swap_positions", hf.swap_positions, check))
+    run(a.call("hf.swap_positions", hf.swap_positions, check))

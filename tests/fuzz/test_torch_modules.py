@@ -16,7 +16,7 @@ import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 
 from .checks import check_rotation, exact, grid_coords, rope_reference  # noqa: E402
-from .contract import DOUBTFUL, VALID, Args, choose, enforce  # noqa: E402
+from .contract import DOUBTFUL, VALID, Args, choose, run  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import (  # noqa: E402
     check_pair_norms,
@@ -66,7 +66,7 @@ def test_sinusoidal_positional_encoding(data: st.DataObject) -> None:
     batch_first = a.draw("batch_first", flag(), optional=True)
     a.draw("max_len", count(0, 64, none=True), optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = enforce(
+    module = run(
         a.call(
             "posenc.torch.SinusoidalPositionalEncoding",
             pt.SinusoidalPositionalEncoding,
@@ -133,7 +133,7 @@ def test_sinusoidal_positional_encoding(data: st.DataObject) -> None:
             else:
                 check_sum(row, x64[index], values[0], errors[0], NAMES[dtype])
 
-    enforce(
+    run(
         f.call(
             "SinusoidalPositionalEncoding.forward",
             module,
@@ -157,7 +157,7 @@ def test_transformer_embedding(data: st.DataObject) -> None:
     segs = a.draw("num_segments", count(0, 3), optional=True)
     a.draw("dropout", choose(st.just(0.0), st.sampled_from([2.0, "x", None])), optional=True)
     a.draw("scale", flag(), optional=True)
-    module = enforce(
+    module = run(
         a.call("posenc.torch.TransformerEmbedding", pt.TransformerEmbedding, lambda m: None)
     )
     if module is None or not a.clean:
@@ -202,7 +202,7 @@ def test_transformer_embedding(data: st.DataObject) -> None:
                 got[index], base_row, values[0], errors[0] + 4e-7 * np.abs(base_row), "float32"
             )
 
-    enforce(f.call("TransformerEmbedding.forward", module, check))
+    run(f.call("TransformerEmbedding.forward", module, check))
 
 
 def align(table, pos_dim: int, seq_dim: int):
@@ -253,7 +253,7 @@ def test_rotary_embedding(data: st.DataObject) -> None:
     spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
     if spec is not None and spec.rope_type == "dynamic" and h < 4:
         a.kinds["scaling"] = DOUBTFUL
-    module = enforce(
+    module = run(
         a.call(
             "posenc.torch.RotaryEmbedding",
             pt.RotaryEmbedding,
@@ -302,7 +302,7 @@ def test_rotary_embedding(data: st.DataObject) -> None:
             rtol = 8 * torch.finfo(x.dtype).eps + 2 * work
             check_pair_norms(x64, got, pairs or "half", r, attention, rtol, NAMES[x.dtype])
 
-    enforce(f.call("RotaryEmbedding.forward", module, check))
+    run(f.call("RotaryEmbedding.forward", module, check))
 
 
 @fuzz(scale=0.5)
@@ -353,7 +353,7 @@ def test_sinusoidal_grid_encoding(data: st.DataObject) -> None:
     cls = a.draw("cls_token", flag(), optional=True)
     a.draw("dropout", PROBABILITY, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = enforce(
+    module = run(
         a.call(
             "posenc.torch.SinusoidalGridEncoding",
             pt.SinusoidalGridEncoding,
@@ -393,7 +393,7 @@ def test_sinusoidal_grid_encoding(data: st.DataObject) -> None:
         picked = got[[start + c for c in sorted({0, math.prod(dims) - 1})]]
         compare(picked, values, errors, NAMES[dtype])
 
-    enforce(
+    run(
         f.call(
             "SinusoidalGridEncoding.encoding",
             module.encoding,
@@ -413,7 +413,7 @@ def test_timestep_embedding_module(data: st.DataObject) -> None:
     shift = a.draw("downscale_freq_shift", finite(-4.0, 4.0, extra=(0.0, 1.0)), optional=True)
     scale = a.draw("scale", finite(-1e3, 1e3, extra=(1.0,)), optional=True)
     near_pole(a, dim, shift)
-    module = enforce(a.call("posenc.torch.TimestepEmbedding", pt.TimestepEmbedding, lambda m: None))
+    module = run(a.call("posenc.torch.TimestepEmbedding", pt.TimestepEmbedding, lambda m: None))
     if module is None or not a.clean:
         return
     f = Args(data)
@@ -441,4 +441,4 @@ def test_timestep_embedding_module(data: st.DataObject) -> None:
             want, errors = exact_rows(flat[:3], channels)
             compare(values.reshape(-1, int(dim))[:3], want, errors, NAMES[dtype])
 
-    enforce(f.call("TimestepEmbedding.forward", module, check))
+    run(f.call("TimestepEmbedding.forward", module, check))

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_base, check_int, check_position_magnitude
+from .._checks import check_allocation, check_base, check_int, check_position_magnitude
 from .._conventions import get_convention
 from .._frequencies import frequencies
 from .._sinusoidal import sinusoidal
@@ -80,6 +80,8 @@ def precision_report(
     name = get_convention(convention).name
     samples = check_int("samples", samples, minimum=2)
     seed = check_int("seed", seed, minimum=0)
+    # the long-double reference (angles and table) and the float64 tables compared with it
+    check_allocation("samples and d_model", (samples, d_model), 16, 4)
     half = samples // 2
     rng = np.random.default_rng(seed)
     positions = np.unique(

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from .._checks import (
     as_float,
+    check_allocation,
     check_base,
     check_int,
     check_position_magnitude,
@@ -23,7 +24,7 @@ from .._frequencies import frequencies
 from .._positions import positions_array
 from .._sinusoidal import sinusoidal
 from ._results import _F64, DistinctRows, Similarity, Wavelengths
-from ._rounding import _dtype_name, _row_bits
+from ._rounding import _ITEMSIZE, _dtype_name, _row_bits
 
 _TWO_PI = 2.0 * math.pi
 
@@ -176,6 +177,7 @@ def shift_matrix(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = get_convention(convention).name
+    check_allocation("d_model", (d_model, d_model), 8)
     if unpaired not in ("raise", "drop"):
         raise ValueError(f"unpaired must be 'raise' or 'drop', got {unpaired!r}")
     pairs = _pairs(d_model, base, name)
@@ -353,6 +355,8 @@ def distinct_rows(
         base = check_base("base", base)
         name = get_convention(convention).name
         check_position_magnitude("table_or_length", 0, length - 1)
+        # the rounded rows and the sorted copy np.unique makes of them
+        check_allocation("table_or_length and d_model", (length, d), _ITEMSIZE[dtype_name], 2)
         rows_per_chunk = max(1, (1 << 18) // d)
         bits: npt.NDArray[Any] | None = None
         for start in range(0, length, rows_per_chunk):

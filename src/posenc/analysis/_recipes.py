@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_base, check_float_dtype, check_int
+from .._checks import check_allocation, check_base, check_float_dtype, check_int
 from .._conventions import get_convention
 from .._features import feature_slices, fill_features
 from .._frequencies import frequencies
-from .._positions import positions_array
+from .._positions import table_positions
 from ._results import _F64
 from ._rounding import _round_bfloat16
 
@@ -93,8 +93,9 @@ def odd_exponent_table(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     out_dtype = check_float_dtype("dtype", dtype)
-    pos = positions_array(positions)
+    pos = table_positions(positions, "positions and d_model", d_model, out_dtype.itemsize)
     flat = pos.reshape(-1)
+    check_allocation("d_model", (d_model,), 8)  # one frequency per channel
     # channel j uses exponent j/d: even j is the paper's 2i/d, odd j the buggy (2i+1)/d
     omega = np.power(base, -np.arange(d_model, dtype=np.float64) / d_model)
     out = np.empty((flat.shape[0], d_model), dtype=out_dtype)
@@ -172,7 +173,8 @@ def float32_recipe(
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_base("base", base)
     name = get_convention(convention).name
-    pos = positions_array(positions)
+    # the table and its float32 angles (half the channels)
+    pos = table_positions(positions, "positions and d_model", d_model, 4 + 2)
     return _recipe(pos, d_model, base, name, "float32").astype(np.float32, copy=False)
 
 

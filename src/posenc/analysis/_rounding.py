@@ -60,6 +60,10 @@ def _round_to(values: Any, dtype_name: str) -> npt.NDArray[Any]:
     return np.asarray(values).astype(dtype_name)
 
 
+#: Bytes per element of each dtype name (bfloat16's rows are kept as 16-bit patterns).
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
 def _row_bits(values: Any, dtype_name: str) -> npt.NDArray[Any]:
     """Rounded rows as unsigned integers (one per element), -0.0 folded into +0.0."""
     rounded = _round_to(values, dtype_name) + 0.0  # + 0.0 turns -0.0 into 0.0

@@ -15,6 +15,7 @@ from .._checks import check_bool, check_int, check_probability
 from .._conventions import ConventionName
 from ._checks import as_device, check_token_ids, data_checked
 from ._kernels._add import embed
+from ._kernels._table import check_table_size
 from ._sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerEmbedding"]
@@ -113,6 +114,8 @@ class TransformerEmbedding(nn.Module):
         self.num_segments = check_int("num_segments", num_segments, minimum=0)
         self.scale = check_bool("scale", scale)
         factory: dict[str, Any] = {"device": as_device(device), "dtype": dtype}
+        for name, rows in (("vocab_size", self.vocab_size), ("num_segments", self.num_segments)):
+            check_table_size(f"{name} and d_model", (rows, self.d_model), dtype, factory["device"])
         self.token = nn.Embedding(self.vocab_size, self.d_model, padding_idx=padding_idx, **factory)
         self.segment = (
             nn.Embedding(self.num_segments, self.d_model, **factory) if self.num_segments else None

@@ -28,7 +28,7 @@ from ._cache import CachedTables
 from ._checks import as_device, check_dtype
 from ._kernels._add import add_encoding
 from ._kernels._cast import cast_exact
-from ._kernels._table import sinusoidal_at, work_device
+from ._kernels._table import check_size, sinusoidal_at, work_device
 
 __all__ = ["SinusoidalGridEncoding", "grid_table"]
 
@@ -47,6 +47,9 @@ def grid_table(
     """
     work = work_device(device)
     shape, d = plan.shape, plan.d_model
+    # float64 cells and their copy with the extra rows, then the result
+    names = "grid_shape, extra_tokens and d_model" if plan.extra_tokens > 1 else "grid_shape"
+    check_size(names, (plan.rows, d), 16 + dtype.itemsize, device)
     cells = torch.zeros((*shape, d), dtype=torch.float64, device=work)
     for block in plan.blocks:
         omega, layout = omegas[(block.width, block.convention)]

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int
+from .._checks import check_base, check_bool, check_int, sized_by
 from .._checks import check_offset as core_check_offset
 from .._conventions import ConventionName
 from ._checks import (
@@ -94,14 +94,15 @@ def _table_module(
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
     if rows is not None:
         check_size(f"{names} and embedding_dim", (rows, dim), dtype.itemsize, device)
-    return SinusoidalPositionalEncoding(
-        dim,
-        base=check_base("base", options["base"]),
-        convention=convention,
-        max_len=rows,
-        device=device,
-        dtype=dtype,
-    )
+    with sized_by(d_model="embedding_dim", max_len=names):  # the inner refusals, renamed
+        return SinusoidalPositionalEncoding(
+            dim,
+            base=check_base("base", options["base"]),
+            convention=convention,
+            max_len=rows,
+            device=device,
+            dtype=dtype,
+        )
 
 
 # -- Marian / Pegasus -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_tensor
 from ._functional import largest_position_seq_len
 from ._kernels._rope import RopeTables, phasors, rotate
+from ._kernels._table import check_size
 from ._multi_axis import RopeFrequencies, hf_hint, multi_axis_spec
 
 __all__ = ["RotaryEmbedding"]
@@ -195,6 +196,9 @@ class RotaryEmbedding(CachedTables):
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
         device = as_device(device, torch.get_default_device())
+        # the float32 tables and the float64 work, as the table kernels count them
+        size = (self.max_len or 0, self.rotary_dim)
+        check_size("max_len and head_dim", size, 24 + torch.float32.itemsize, device)
         self._init_tables(self.max_len or 0, torch.float32, device, key=0)
 
     # -- tables -----------------------------------------------------------------------------
@@ -293,7 +297,7 @@ class RotaryEmbedding(CachedTables):
     ) -> RopeTables:
         """cos/sin (and phasors) shaped to broadcast against ``x`` (seq at ``axis``, r last)."""
         if seq_len is not None and not isinstance(seq_len, torch.SymInt):
-            seq_len = check_int("seq_len", seq_len, minimum=0)
+            seq_len = check_length("seq_len", seq_len)
         length = x.shape[axis]
         shape = [1] * x.dim()
         shape[axis], shape[-1] = length, self.rotary_dim

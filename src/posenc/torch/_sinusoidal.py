@@ -18,7 +18,7 @@ from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_dtype, check_offset
 from ._kernels._add import add_encoding
-from ._kernels._table import sinusoidal_at, sinusoidal_rows
+from ._kernels._table import check_size, sinusoidal_at, sinusoidal_rows
 
 __all__ = ["SinusoidalPositionalEncoding"]
 
@@ -165,6 +165,7 @@ class SinusoidalPositionalEncoding(CachedTables):
         )
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
         device = as_device(device, torch.get_default_device())
+        check_size("max_len and d_model", (self.max_len or 0, self.d_model), dtype.itemsize, device)
         self._init_tables(self.max_len or 0, dtype, device, key=0)
 
     def _compute_rows(
@@ -294,6 +295,8 @@ class SinusoidalPositionalEncoding(CachedTables):
         if length is None:
             return self._encode("length_or_positions", length_or_positions, offset, dtype, device)
         offset = check_offset(offset, length)
+        size = (length, self.d_model)
+        check_size("length_or_positions and d_model", size, dtype.itemsize, device)
         (table,), _ = self._cached_rows(offset, offset + length, dtype, device, adopt=False)
         return table
 

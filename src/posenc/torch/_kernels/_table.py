@@ -27,6 +27,7 @@ import functools
 import mmap
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -39,6 +40,8 @@ from ._cast import cast_exact, store
 
 __all__ = [
     "TorchAngleOps",
+    "check_size",
+    "check_table_size",
     "empty_table",
     "multi_axis_cos_sin",
     "nan_where_unencodable",
@@ -223,6 +226,23 @@ def check_size(names: str, shape: tuple[int, ...], itemsize: int, device: torch.
     elif device.type == "cuda":
         limit = torch.cuda.get_device_properties(device).total_memory
         check_allocation(names, shape, itemsize, limit=limit)
+
+
+def check_table_size(
+    names: str, shape: tuple[int, ...], dtype: Any, device: Any, *, work: int = 0
+) -> None:
+    """:func:`check_size` for a module's table from its factory arguments (None: torch's
+    default dtype and device), with ``work`` more bytes per element (float64 temporaries).
+
+    A ``dtype`` or ``device`` that is not one is left to its own check, made elsewhere.
+    """
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    try:
+        where = torch.get_default_device() if device is None else torch.device(device)
+    except (TypeError, RuntimeError):
+        return
+    if isinstance(dtype, torch.dtype):
+        check_size(names, shape, dtype.itemsize + work, where)
 
 
 def _fast(dtype: torch.dtype) -> bool:
