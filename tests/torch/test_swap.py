@@ -20,36 +20,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from posenc.torch.hf import LlamaRotary, SwapReport, swap_positions  # noqa: E402
+from tests.torch import tiny_models  # noqa: E402
 
-ATOL = 1e-4
-PAD = 0
-SMALL = {
-    "vocab_size": 128,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 512,
-    "head_dim": 16,
-    "moe_intermediate_size": 32,
-    "num_experts": 4,
-    "n_routed_experts": 4,
-    "num_local_experts": 4,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "first_k_dense_replace": 1,
-    "n_group": 1,
-    "topk_group": 1,
-    "kv_lora_rank": 16,
-    "q_lora_rank": 32,
-    "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 8,
-    "v_head_dim": 16,
-    "num_kv_heads": 2,
-    "initializer_range": 0.2,  # spread the logits so greedy choices are not near-ties
-}
-# model type -> what its rotary module returns (the default run takes one of each form)
+ATOL = tiny_models.ATOL
+# model type -> what its rotary module returns (one of each form; every other causal LM is in
+# the sweep, tests/torch/test_swap_sweep.py)
 DEFAULT = {
     "llama": "half",
     "cohere": "interleaved",
@@ -58,37 +33,6 @@ DEFAULT = {
     "gemma3_text": "half, per layer type",
     "gpt_neox": "half, partial rotation",
 }
-MORE = [
-    "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "falcon", "stablelm", "olmo",
-    "olmo2", "granite", "starcoder2", "deepseek_v3", "glm4", "glm", "llama4_text", "dbrx",
-    "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium", "deepseek_v4",
-    "granite_swa",
-]  # fmt: skip
-MODELS = [*DEFAULT, *(pytest.param(name, marks=pytest.mark.slow) for name in MORE)]
-
-
-def tiny_config(model_type: str):
-    """The model type's default config, shrunk (only keys the config has are changed)."""
-    auto = importlib.import_module("transformers.models.auto.configuration_auto")
-    config_class = auto.CONFIG_MAPPING[model_type]
-    defaults = config_class().to_dict()
-    small = {k: v for k, v in SMALL.items() if k in defaults}
-    if "kv_lora_rank" in defaults:  # multi-head latent attention: as many kv heads as heads
-        small["num_key_value_heads"] = small["num_attention_heads"]
-        small.pop("head_dim", None)
-    if model_type == "gemma3_text":  # one layer of each type
-        small["layer_types"] = ["sliding_attention", "full_attention"]
-    if model_type == "dbrx":
-        small.update(d_model=64, n_heads=4, n_layers=2, max_seq_len=512)
-        small["attn_config"] = {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}
-        small["ffn_config"] = {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}
-    config = config_class(**small)
-    config.pad_token_id = PAD
-    for name in ("bos_token_id", "eos_token_id"):
-        if getattr(config, name, None) is not None:
-            setattr(config, name, 1)
-    return config
-
 
 _BUILT: dict[str, tuple] = {}
 
@@ -96,45 +40,14 @@ _BUILT: dict[str, tuple] = {}
 def build(model_type: str):
     """(original, swapped, report), built once per session."""
     if model_type not in _BUILT:
-        config = tiny_config(model_type)
-        torch.manual_seed(0)
-        original = transformers.AutoModelForCausalLM.from_config(config).eval()
-        swapped = copy.deepcopy(original)
-        _BUILT[model_type] = (original, swapped, swap_positions(swapped))
+        _BUILT[model_type] = tiny_models.build_pair(model_type)
     return _BUILT[model_type]
 
 
-def prompts() -> tuple[torch.Tensor, torch.Tensor]:
-    """A left-padded batch: three pads in the first row."""
-    gen = torch.Generator().manual_seed(5)
-    ids = torch.randint(2, 128, (2, 9), generator=gen)
-    ids[0, :3] = PAD
-    return ids, ids.ne(PAD).long()
+logits = tiny_models.logits
 
 
-def logits(model) -> torch.Tensor:
-    ids, mask = prompts()
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask).logits
-    return out[mask.bool()]  # padding rows are not compared
-
-
-def generate(model):
-    ids, mask = prompts()
-    return model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        max_new_tokens=8,
-        min_new_tokens=8,
-        do_sample=False,
-        use_cache=True,
-        output_logits=True,
-        return_dict_in_generate=True,
-        pad_token_id=PAD,
-    )
-
-
-@pytest.mark.parametrize("model_type", MODELS)
+@pytest.mark.parametrize("model_type", list(DEFAULT))
 def test_causal_lm_swap_gives_the_same_logits_and_generation(model_type):
     original, swapped, report = build(model_type)
     assert report.replaced, str(report)
@@ -142,31 +55,13 @@ def test_causal_lm_swap_gives_the_same_logits_and_generation(model_type):
     assert not [x for x in report.left if "rotary" in x.name], str(report)
     for name in report.names:
         assert type(swapped.get_submodule(name)).__module__.startswith("posenc.")
-    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
-    ours, theirs = generate(swapped), generate(original)
-    assert torch.equal(ours.sequences, theirs.sequences)
-    assert len(ours.logits) == 8
-    for a, b in zip(ours.logits, theirs.logits, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
-
-
-class _DoubledPositions(torch.nn.Module):
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, x, position_ids, *rest):
-        return self.inner(x, position_ids * 2, *rest)
+    tiny_models.compare(original, swapped)
 
 
 @pytest.mark.parametrize("model_type", list(DEFAULT))
 def test_doubled_positions_in_the_swapped_modules_change_the_logits(model_type):
     original, swapped, report = build(model_type)
-    control = copy.deepcopy(swapped)
-    for name in report.names:
-        parent, _, child = name.rpartition(".")
-        module = control.get_submodule(parent) if parent else control
-        setattr(module, child, _DoubledPositions(getattr(module, child)))
+    control = tiny_models.doubled(swapped, report.names)
     assert float((logits(control) - logits(original)).abs().max()) > 1e-3
 
 
@@ -367,3 +262,11 @@ def test_musicgen_cos_first_table():
         step = swapped(input_ids=ids[:, 4:], past_key_values=past).logits
     torch.testing.assert_close(full[0], full[1], rtol=0, atol=ATOL)
     torch.testing.assert_close(step, full[1][:, 4:], rtol=0, atol=ATOL)
+
+
+def test_attributes_the_model_reads_from_its_rotary_module_are_kept():
+    # Lfm3Model iterates over ``self.rotary_emb.layer_types`` in its forward
+    original, swapped, report = tiny_models.build_pair("lfm3")
+    assert report.names == ["model.rotary_emb"]
+    assert swapped.model.rotary_emb.layer_types == original.model.rotary_emb.layer_types
+    tiny_models.compare(original, swapped)
