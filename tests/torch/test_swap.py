@@ -4,15 +4,16 @@ Tiny random models (2 layers, hidden size 64, vocabulary 128, seeded) are built 
 ``transformers`` configs; nothing is downloaded. For each causal LM the swapped copy must give
 the original's logits on a left-padded batch and the same greedy generation with a KV cache
 (tokens and step logits), within 1e-4; feeding the swapped modules doubled positions must
-change the logits (the comparison can fail). The default run covers one model of each form
-(half, interleaved, one column per pair, complex phasors, per layer type, partial rotation);
-the others are marked ``slow``.
+change the logits (the comparison can fail). This file covers one causal LM of each form
+(half, interleaved, one column per pair, complex phasors, per layer type, partial rotation)
+and the absolute tables (FSMT, M2M100, Marian, XGLM, MusicGen: generation with a KV cache, and
+the same control); tests/torch/test_swap_sweep.py runs every causal LM of transformers
+(``pytest -m sweep``).
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 
@@ -192,16 +193,34 @@ def test_check_is_no_longer_an_argument():
 # -- absolute tables: another attribute, another call, [cos | sin] ----------------------------
 
 
-def _fsmt():
-    config = transformers.FSMTConfig(
-        langs=["en", "de"], src_vocab_size=100, tgt_vocab_size=100, d_model=32,
-        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2, forced_eos_token_id=None, init_std=0.3,
-    )  # fmt: skip
+_SEQ2SEQ = {
+    "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+    "max_position_embeddings": 64, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+    "decoder_start_token_id": 2, "forced_eos_token_id": None, "init_std": 0.3,
+}  # fmt: skip
+_LEFT_PADDED = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 7, 8, 9]])  # padding id 1
+
+
+def _seq2seq(config_class, model_class, **extra):
+    config = config_class(**_SEQ2SEQ, **extra)
     torch.manual_seed(0)
-    return transformers.FSMTForConditionalGeneration(config).eval()
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return model_class(config).eval(), inputs
+
+
+def _fsmt():
+    extra = {"langs": ["en", "de"], "src_vocab_size": 100, "tgt_vocab_size": 100}
+    return _seq2seq(transformers.FSMTConfig, transformers.FSMTForConditionalGeneration, **extra)
+
+
+def _m2m100():
+    model_class = transformers.M2M100ForConditionalGeneration
+    return _seq2seq(transformers.M2M100Config, model_class, vocab_size=100)
+
+
+def _marian():
+    return _seq2seq(transformers.MarianConfig, transformers.MarianMTModel, vocab_size=100)
 
 
 def _xglm():
@@ -210,58 +229,64 @@ def _xglm():
         max_position_embeddings=64, pad_token_id=1, init_std=0.3,
     )  # fmt: skip
     torch.manual_seed(0)
-    return transformers.XGLMForCausalLM(config).eval()
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.XGLMForCausalLM(config).eval(), inputs
 
 
-def _same_generation(a, b, **inputs) -> None:
-    kw = {"max_new_tokens": 8, "min_new_tokens": 8, "do_sample": False, "use_cache": True}
-    x = a.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
-    y = b.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
-    assert torch.equal(x.sequences, y.sequences)
-    for p, q in zip(x.logits, y.logits, strict=True):
-        torch.testing.assert_close(p, q, rtol=0, atol=ATOL)
-
-
-def test_fsmt_table_is_found_and_the_model_is_unchanged():
-    original = _fsmt()
-    swapped = copy.deepcopy(original)
-    report = swap_positions(swapped)
-    assert report.names == ["model.encoder.embed_positions", "model.decoder.embed_positions"]
-    assert {r.layout for r in report.replaced} == {"tensor2tensor"}
-    assert "fairseq numbering" in report.replaced[0].detail
-    ids = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 7, 8, 9]])
-    mask = ids.ne(1).long()
-    _same_generation(swapped, original, input_ids=ids, attention_mask=mask)
-
-
-def test_xglm_positions_read_with_their_offset():
-    original = _xglm()
-    swapped = copy.deepcopy(original)
-    report = swap_positions(swapped)
-    assert report.names == ["model.embed_positions"]
-    assert report.replaced[0].detail == "rows position_ids + 2"
-    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
-    _same_generation(swapped, original, input_ids=ids, attention_mask=torch.ones_like(ids))
-
-
-def test_musicgen_cos_first_table():
+def _musicgen():
     config = transformers.MusicgenDecoderConfig(
         vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
         max_position_embeddings=64, num_codebooks=2, pad_token_id=63, bos_token_id=63,
     )  # fmt: skip
     torch.manual_seed(0)
-    original = transformers.MusicgenForCausalLM(config).eval()
+    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
+    inputs = {
+        "input_ids": ids,  # (batch · codebooks, s)
+        "pad_token_id": 63,
+        "decoder_start_token_id": 63,
+        "num_return_sequences": 1,
+    }
+    return transformers.MusicgenForCausalLM(config).eval(), inputs
+
+
+# model -> (builder, {replaced module: (layout, a part of the detail)})
+ABSOLUTE = {
+    "fsmt": (_fsmt, {
+        "model.encoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
+    "m2m100": (_m2m100, {
+        "model.encoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
+    "marian": (_marian, {
+        "model.encoder.embed_positions": ("marian", "rows past .. past+s-1"),
+        "model.decoder.embed_positions": ("marian", "rows past .. past+s-1"),
+    }),
+    "xglm": (_xglm, {"model.embed_positions": ("tensor2tensor", "rows position_ids + 2")}),
+    "musicgen": (_musicgen, {
+        "model.decoder.embed_positions": ("tensor2tensor, cos first", "of (b, k, s)"),
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model", list(ABSOLUTE))
+def test_absolute_tables_are_swapped_and_generation_is_unchanged(model):
+    make, expected = ABSOLUTE[model]
+    original, inputs = make()
     swapped = copy.deepcopy(original)
     report = swap_positions(swapped)
-    assert report.names == ["model.decoder.embed_positions"]
-    assert report.replaced[0].layout == "tensor2tensor, cos first"
-    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        full = [m(input_ids=ids).logits for m in (swapped, original)]
-        past = swapped(input_ids=ids[:, :4], use_cache=True).past_key_values
-        step = swapped(input_ids=ids[:, 4:], past_key_values=past).logits
-    torch.testing.assert_close(full[0], full[1], rtol=0, atol=ATOL)
-    torch.testing.assert_close(step, full[1][:, 4:], rtol=0, atol=ATOL)
+    assert report.names == list(expected)
+    for record in report.replaced:
+        layout, detail = expected[record.name]
+        assert record.kind == "absolute"
+        assert record.layout == layout
+        assert detail in record.detail
+    theirs = tiny_models.generate(original, **inputs)
+    tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs)
+    control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)
+    steps = zip(control.logits, theirs.logits, strict=True)
+    assert max(float((a - b).abs().max()) for a, b in steps) > 1e-3
 
 
 def test_attributes_the_model_reads_from_its_rotary_module_are_kept():

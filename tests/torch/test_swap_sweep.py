@@ -73,32 +73,6 @@ def rotary_modules(model: Any) -> dict[str, str]:
     }
 
 
-class _DoubledTable(torch.nn.Module):
-    """A sinusoidal encoder whose rows are those of twice the positions asked for."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def encoding(self, what: Any, *, offset: Any = 0, **kwargs: Any) -> Any:
-        positions = torch.arange(what) if isinstance(what, int) else what
-        return self.inner.encoding(2 * (positions + offset), **kwargs)
-
-    def _encode(self, name: str, positions: Any, offset: Any = 0, *rest: Any) -> Any:
-        return self.inner._encode(name, 2 * (torch.as_tensor(positions) + offset), 0, *rest)
-
-
-def _control(swapped: Any, report: Any) -> Any:
-    """A copy of ``swapped`` whose replaced modules see doubled positions."""
-    rotary = [r.name for r in report.replaced if r.kind == "rotary"]
-    control = tiny_models.doubled(swapped, rotary)
-    for record in report.replaced:
-        if record.kind == "absolute":
-            module = control.get_submodule(record.name)
-            module.sinusoidal = _DoubledTable(module.sinusoidal)
-    return control
-
-
 def _build(model_type: str) -> tuple[Any, Any, Any, torch.Tensor]:
     try:
         original, swapped, report = tiny_models.build_pair(model_type)
@@ -148,7 +122,7 @@ def test_swap_keeps_every_causal_lm_unchanged(model_type: str) -> None:
     OUTCOMES[model_type] = "failed"
     if report.replaced:
         tiny_models.compare(original, swapped)
-        control = tiny_models.logits(_control(swapped, report))
+        control = tiny_models.logits(tiny_models.control(swapped, report))
         assert float((control - reference).abs().max()) > 1e-3, "the control changed nothing"
     left = reproduced_but_left(swapped, report)
     if model_type in EXPECTED_LEFT:

@@ -83,6 +83,14 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # one pass of each recurrent stack: at the default 2 x 3 cycles the float32 model's own
     # logits differ from a float64 run of it by 1.5e-4, more than the comparison allows
     "hrm_text": {"H_cycles": 1, "L_cycles": 1, "L_bp_cycles": [1]},
+    # hybrids: one attention layer (their defaults have none in the first two layers)
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {
+        "layer_types": ["linear_attention", "attention"],
+        "position_embedding_type": "rope",
+    },
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     # the class default has no rope parameters for its layer type
     "cohere_compass_text": {
@@ -215,29 +223,54 @@ def compare(original: Any, swapped: Any) -> None:
     assert_same_generation(generate(swapped), generate(original))
 
 
-class DoubledPositions(torch.nn.Module):
-    """A swapped rotary module fed ``2 · position_ids`` (a control that must change the output)."""
+class _Wrapper(torch.nn.Module):
+    """A module around ``inner`` whose other attributes are ``inner``'s (models read some)."""
 
     def __init__(self, inner: torch.nn.Module) -> None:
         super().__init__()
         self.inner = inner
 
-
     def __getattr__(self, name: str) -> Any:
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self.inner, name)  # what the model reads from its rotary module
+            return getattr(self.inner, name)
+
+
+class DoubledPositions(_Wrapper):
+    """A swapped rotary module fed ``2 · position_ids`` (a control that must change the output)."""
 
     def forward(self, x: Any, position_ids: Any, *rest: Any, **kwargs: Any) -> Any:
         return self.inner(x, position_ids * 2, *rest, **kwargs)
 
 
-def doubled(model: Any, names: list[str], wrapper: type = DoubledPositions) -> Any:
-    """A copy of ``model`` with the modules ``names`` wrapped in ``wrapper``."""
-    control = copy.deepcopy(model)
+def doubled(model: Any, names: list[str]) -> Any:
+    """A copy of ``model`` whose rotary modules ``names`` see doubled positions."""
+    out = copy.deepcopy(model)
     for name in names:
         parent, _, child = name.rpartition(".")
-        module = control.get_submodule(parent) if parent else control
-        setattr(module, child, wrapper(getattr(module, child)))
-    return control
+        module = out.get_submodule(parent) if parent else out
+        setattr(module, child, DoubledPositions(getattr(module, child)))
+    return out
+
+
+class DoubledTable(_Wrapper):
+    """A sinusoidal encoder whose rows are those of twice the positions asked for."""
+
+    def encoding(self, what: Any, *, offset: Any = 0, **kwargs: Any) -> Any:
+        positions = torch.arange(what) if isinstance(what, int) else what
+        return self.inner.encoding(2 * (positions + offset), **kwargs)
+
+    def _encode(self, name: str, positions: Any, offset: Any = 0, *rest: Any) -> Any:
+        return self.inner._encode(name, 2 * (torch.as_tensor(positions) + offset), 0, *rest)
+
+
+def control(swapped: Any, report: SwapReport) -> Any:
+    """A copy of ``swapped`` whose replaced modules (rotary or absolute) see doubled
+    positions: the comparisons must tell it from the original."""
+    out = doubled(swapped, [r.name for r in report.replaced if r.kind == "rotary"])
+    for record in report.replaced:
+        if record.kind == "absolute":
+            module = out.get_submodule(record.name)
+            module.sinusoidal = DoubledTable(module.sinusoidal)
+    return out
