@@ -70,6 +70,13 @@ SMALL = {
     "rotary_dim": 8,
 }
 _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+_DOTS3 = {  # head_dim: qk_nope_head_dim + qk_rope_head_dim
+    "per_layer_config": {},
+    "index_head_dim": 16,
+    "index_n_heads": 4,
+    "index_topk": 8,
+    "head_dim": 16,
+}
 #: model type -> config keys of its own (sizes under names SMALL does not know)
 OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": {
@@ -91,6 +98,47 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "bailing_hybrid": {
+        "num_expert_group": 1,
+        "num_experts_per_token": 2,
+        "linear_head_dim": 16,
+        "linear_num_heads": 4,
+        "layer_group_size": 2,
+    },
+    # multi-head latent attention with sizes under keys of their own
+    "longcat_flash": {
+        "ffn_hidden_size": 128,
+        "expert_ffn_hidden_size": 32,
+        "moe_topk": 2,
+        "zero_expert_num": 2,
+        "qk_head_dim": 16,
+        "head_dim": 8,  # its rotary module's size: qk_rope_head_dim
+    },
+    "dots3_note": _DOTS3,
+    "dots3_note_text": _DOTS3,
+    "gemma3n_text": {
+        "intermediate_size": [128, 128],
+        "activation_sparsity_pattern": [0.0, 0.0],
+        "num_kv_shared_layers": 0,
+        "laurel_rank": 8,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 128,
+        "altup_num_inputs": 2,
+    },
+    "zaya": {"num_experts_per_tok": 1},  # the only value it supports
+    "zamba2": {
+        "hybrid_layer_ids": [1],
+        "layers_block_type": ["linear_attention", "hybrid"],
+        "attention_hidden_size": 128,
+        "attention_head_dim": 32,
+        "mamba_headdim": 16,
+        "kv_channels": 16,
+        "num_query_groups": 4,
+        "use_mamba_kernels": False,
+        "chunk_size": 16,
+        "adapter_rank": 8,
+    },
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     # the class default has no rope parameters for its layer type
     "cohere_compass_text": {
@@ -103,6 +151,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen3_5": {"head_dim": 256},
     "qwen3_5_moe": {"head_dim": 256},
 }
+#: model type -> the parameters (by name suffix) set to 1 after building: initialised to zero,
+#: they make the positions irrelevant (ZAYA scales its keys by ``qk_norm.temp``)
+ZERO_AT_INIT = {"zaya": "qk_norm.temp"}
 #: A model larger than this after shrinking keeps sizes under names SMALL does not know.
 MAX_PARAMETERS = 20_000_000
 
@@ -173,6 +224,10 @@ def build_pair(model_type: str) -> tuple[Any, Any, SwapReport]:
         raise ValueError(f"{size:,} parameters after shrinking (sizes under other config keys)")
     torch.manual_seed(0)
     original = cls(config).eval()
+    with torch.no_grad():
+        for name, parameter in original.named_parameters():
+            if name.endswith(ZERO_AT_INIT.get(model_type, "\0")):
+                parameter.fill_(1.0)
     swapped = copy.deepcopy(original)
     return original, swapped, swap_positions(swapped)
 
