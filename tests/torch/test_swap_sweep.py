@@ -9,13 +9,14 @@ rotary module left in place fails when the RoPE coverage harness reproduces its 
 (posenc computes its tables, so the swap should have replaced it), unless :data:`EXPECTED_LEFT`
 gives the reason. A model with no positional module must be reported as such.
 
-Run with ``pytest -m sweep`` or ``make test-sweep`` (several minutes); the default run keeps one
+Run with ``pytest -m sweep`` or ``make test-sweep`` (a few minutes); the default run keeps one
 model per form of rotary module (tests/torch/test_swap.py). The counts are printed in the
 terminal summary ("swap sweep").
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -24,15 +25,15 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from transformers.models.auto.modeling_auto import (  # noqa: E402
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+)
+
 from tests.torch import rope_coverage, tiny_models  # noqa: E402
 from tests.torch.rope_coverage_axes import short  # noqa: E402
 from tests.torch.test_rope_coverage import KNOWN_MISSING, PINNED  # noqa: E402
 
 pytestmark = pytest.mark.sweep
-
-from transformers.models.auto.modeling_auto import (  # noqa: E402
-    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-)
 
 MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
@@ -88,12 +89,17 @@ def _build(model_type: str) -> tuple[Any, Any, Any, torch.Tensor]:
     return original, swapped, report, reference
 
 
+@functools.cache
+def _reproduced() -> frozenset[str]:
+    """The model directories whose rotary classes the RoPE coverage test reproduces."""
+    return frozenset(rope_coverage.directories()) - frozenset(KNOWN_MISSING)
+
+
 def reproduced_but_left(model: Any, report: Any) -> list[str]:
     """What the swap left although posenc computes its values: rotary modules of a model
     directory that the RoPE coverage harness reproduces, and sinusoidal tables it recognised
     but could not replace."""
-    reproduced = set(rope_coverage.directories()) - set(KNOWN_MISSING)
-    rotary = [name for name, d in rotary_modules(model).items() if d in reproduced]
+    rotary = [name for name, d in rotary_modules(model).items() if d in _reproduced()]
     tables = [x.name for x in report.left if _RECOGNISED_TABLE.search(x.reason)]
     return rotary + tables
 

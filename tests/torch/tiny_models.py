@@ -1,10 +1,12 @@
 """Tiny random causal LMs built from ``transformers`` configs, and the checks run on them.
 
 A model type's default config is shrunk with :data:`SMALL` (only keys the config, or one of its
-sub-configs, has are changed: 2 layers, hidden size 64, vocabulary 128), seeded and built on the
-CPU; nothing is downloaded. :func:`compare` runs the swap criterion: the swapped copy gives the
+sub-configs, has are changed: 2 layers, one of each layer type, hidden size 64, vocabulary
+128; :data:`OVERRIDES` for sizes under keys of a model's own), seeded and built on the CPU;
+nothing is downloaded. :func:`compare` runs the swap criterion: the swapped copy gives the
 original's logits on a left-padded batch and the same greedy generation with a KV cache (8
-tokens, step logits), within :data:`ATOL`.
+tokens, step logits), within :data:`ATOL`. :func:`control` makes the copy whose swapped
+modules see doubled positions, which the comparisons must tell from the original.
 """
 
 from __future__ import annotations
@@ -232,10 +234,10 @@ def build_pair(model_type: str) -> tuple[Any, Any, SwapReport]:
     return original, swapped, swap_positions(swapped)
 
 
-def prompts(vocab: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+def prompts() -> tuple[torch.Tensor, torch.Tensor]:
     """A left-padded batch: three pads in the first row."""
     gen = torch.Generator().manual_seed(5)
-    ids = torch.randint(2, vocab, (2, 9), generator=gen)
+    ids = torch.randint(2, SMALL["vocab_size"], (2, 9), generator=gen)
     ids[0, :3] = PAD
     return ids, ids.ne(PAD).long()
 
