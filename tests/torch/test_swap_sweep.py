@@ -45,12 +45,6 @@ EXPECTED_LEFT: dict[str, str] = {
     "gptj": "its 'embed_positions' is the 'marian' table, but its call is not understood",
     # the table is a buffer of the whole model, read inside its forward
     "ctrl": "its 'pos_encoding' is the 'marian' table, but its call is not understood",
-    # M-RoPE (temporal, height, width sections): multi-axis modules are not swapped yet
-    "cohere_compass_text": "is multi-axis",
-    "qwen3_5": "is multi-axis",
-    "qwen3_5_moe": "is multi-axis",
-    "qwen3_5_moe_text": "is multi-axis",
-    "qwen3_5_text": "is multi-axis",
 }
 
 #: model type -> what the sweep found (read by the terminal summary in conftest.py).
