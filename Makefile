@@ -2,7 +2,8 @@
 #   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
 #   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
 #                checks, the whole test suite, the strict docs build, a quick benchmark run and
-#                the NumPy-only tests under Python 3.10 (what CI runs)
+#                the NumPy-only tests under Python 3.10 (CI runs it, then test-sweep)
+#   make test-sweep  swap_positions on every causal LM of transformers, tiny (several minutes)
 #   make docs    build the documentation site into site/
 #   make clean   remove the environments and every build output
 #
@@ -18,7 +19,7 @@ REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
 .NOTPARALLEL:
-.PHONY: help demo test lint typecheck pytest docs bench-quick test-py310 clean FORCE
+.PHONY: help demo test test-sweep lint typecheck pytest docs bench-quick test-py310 clean FORCE
 
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
@@ -26,7 +27,7 @@ files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 # Goals that use .venv stop here, with one line and before installing anything, under any Python
 # but the one the pins need.
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test lint typecheck pytest docs bench-quick
+VENV_GOALS := demo test test-sweep lint typecheck pytest docs bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -47,7 +48,7 @@ $(DEV_STAMP): FORCE
 endif
 
 help:
-	@sed -n '2,7s/^#   //p' Makefile
+	@sed -n '2,8s/^#   //p' Makefile
 
 # posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
@@ -85,6 +86,11 @@ typecheck: $(DEV_STAMP) $(EDITABLE)
 
 pytest: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest
+
+# The tests marked sweep (left out of the run above): every causal LM of the pinned transformers,
+# built tiny, swapped and compared (tests/torch/test_swap_sweep.py; several minutes).
+test-sweep: $(DEV_STAMP) $(EDITABLE)
+	$(BIN)/python -m pytest -m sweep tests
 
 # The documentation site, strict (a broken reference or link fails) and offline. Not --quiet:
 # it drops the warnings before --strict counts them. The variable silences mkdocs-material's

@@ -1,8 +1,11 @@
-"""Shared test configuration: a deterministic, CI-sized hypothesis profile, and the profiles of
-the fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one)."""
+"""Shared test configuration: a deterministic, CI-sized hypothesis profile, the profiles of the
+fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one), and the ``sweep``
+marker: its tests run only when asked for (``pytest -m sweep``, ``make test-sweep``, or
+``POSENC_SWEEP=1``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -61,3 +64,18 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if fuzz_profile.SEED is not None:
         terminalreporter.write_line(fuzz_profile.header())
+
+
+def _sweep_asked_for(config: pytest.Config) -> bool:
+    """``-m`` names the ``sweep`` marker, or ``POSENC_SWEEP=1``."""
+    return "sweep" in (config.option.markexpr or "") or os.environ.get("POSENC_SWEEP") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run leaves out the tests marked ``sweep`` (deselected, as ``-m`` would)."""
+    if _sweep_asked_for(config):
+        return
+    sweep = [item for item in items if item.get_closest_marker("sweep") is not None]
+    if sweep:
+        config.hook.pytest_deselected(items=sweep)
+        items[:] = [item for item in items if item.get_closest_marker("sweep") is None]

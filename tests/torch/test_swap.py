@@ -4,15 +4,16 @@ Tiny random models (2 layers, hidden size 64, vocabulary 128, seeded) are built 
 ``transformers`` configs; nothing is downloaded. For each causal LM the swapped copy must give
 the original's logits on a left-padded batch and the same greedy generation with a KV cache
 (tokens and step logits), within 1e-4; feeding the swapped modules doubled positions must
-change the logits (the comparison can fail). The default run covers one model of each form
-(half, interleaved, one column per pair, complex phasors, per layer type, partial rotation);
-the others are marked ``slow``.
+change the logits (the comparison can fail). This file covers one causal LM of each form
+(half, interleaved, one column per pair, complex phasors, per layer type, partial rotation)
+and the absolute tables (FSMT, M2M100, Marian, XGLM, MusicGen: generation with a KV cache, and
+the same control); tests/torch/test_swap_sweep.py runs every causal LM of transformers
+(``pytest -m sweep``).
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 
@@ -20,36 +21,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from posenc.torch.hf import LlamaRotary, SwapReport, swap_positions  # noqa: E402
+from tests.torch import tiny_models  # noqa: E402
 
-ATOL = 1e-4
-PAD = 0
-SMALL = {
-    "vocab_size": 128,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 512,
-    "head_dim": 16,
-    "moe_intermediate_size": 32,
-    "num_experts": 4,
-    "n_routed_experts": 4,
-    "num_local_experts": 4,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "first_k_dense_replace": 1,
-    "n_group": 1,
-    "topk_group": 1,
-    "kv_lora_rank": 16,
-    "q_lora_rank": 32,
-    "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 8,
-    "v_head_dim": 16,
-    "num_kv_heads": 2,
-    "initializer_range": 0.2,  # spread the logits so greedy choices are not near-ties
-}
-# model type -> what its rotary module returns (the default run takes one of each form)
+ATOL = tiny_models.ATOL
+# model type -> what its rotary module returns (one of each form; every other causal LM is in
+# the sweep, tests/torch/test_swap_sweep.py)
 DEFAULT = {
     "llama": "half",
     "cohere": "interleaved",
@@ -58,37 +34,6 @@ DEFAULT = {
     "gemma3_text": "half, per layer type",
     "gpt_neox": "half, partial rotation",
 }
-MORE = [
-    "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "falcon", "stablelm", "olmo",
-    "olmo2", "granite", "starcoder2", "deepseek_v3", "glm4", "glm", "llama4_text", "dbrx",
-    "mixtral", "qwen2_moe", "qwen3_moe", "phi", "persimmon", "nemotron", "helium", "deepseek_v4",
-    "granite_swa",
-]  # fmt: skip
-MODELS = [*DEFAULT, *(pytest.param(name, marks=pytest.mark.slow) for name in MORE)]
-
-
-def tiny_config(model_type: str):
-    """The model type's default config, shrunk (only keys the config has are changed)."""
-    auto = importlib.import_module("transformers.models.auto.configuration_auto")
-    config_class = auto.CONFIG_MAPPING[model_type]
-    defaults = config_class().to_dict()
-    small = {k: v for k, v in SMALL.items() if k in defaults}
-    if "kv_lora_rank" in defaults:  # multi-head latent attention: as many kv heads as heads
-        small["num_key_value_heads"] = small["num_attention_heads"]
-        small.pop("head_dim", None)
-    if model_type == "gemma3_text":  # one layer of each type
-        small["layer_types"] = ["sliding_attention", "full_attention"]
-    if model_type == "dbrx":
-        small.update(d_model=64, n_heads=4, n_layers=2, max_seq_len=512)
-        small["attn_config"] = {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}
-        small["ffn_config"] = {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}
-    config = config_class(**small)
-    config.pad_token_id = PAD
-    for name in ("bos_token_id", "eos_token_id"):
-        if getattr(config, name, None) is not None:
-            setattr(config, name, 1)
-    return config
-
 
 _BUILT: dict[str, tuple] = {}
 
@@ -96,45 +41,14 @@ _BUILT: dict[str, tuple] = {}
 def build(model_type: str):
     """(original, swapped, report), built once per session."""
     if model_type not in _BUILT:
-        config = tiny_config(model_type)
-        torch.manual_seed(0)
-        original = transformers.AutoModelForCausalLM.from_config(config).eval()
-        swapped = copy.deepcopy(original)
-        _BUILT[model_type] = (original, swapped, swap_positions(swapped))
+        _BUILT[model_type] = tiny_models.build_pair(model_type)
     return _BUILT[model_type]
 
 
-def prompts() -> tuple[torch.Tensor, torch.Tensor]:
-    """A left-padded batch: three pads in the first row."""
-    gen = torch.Generator().manual_seed(5)
-    ids = torch.randint(2, 128, (2, 9), generator=gen)
-    ids[0, :3] = PAD
-    return ids, ids.ne(PAD).long()
+logits = tiny_models.logits
 
 
-def logits(model) -> torch.Tensor:
-    ids, mask = prompts()
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask).logits
-    return out[mask.bool()]  # padding rows are not compared
-
-
-def generate(model):
-    ids, mask = prompts()
-    return model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        max_new_tokens=8,
-        min_new_tokens=8,
-        do_sample=False,
-        use_cache=True,
-        output_logits=True,
-        return_dict_in_generate=True,
-        pad_token_id=PAD,
-    )
-
-
-@pytest.mark.parametrize("model_type", MODELS)
+@pytest.mark.parametrize("model_type", list(DEFAULT))
 def test_causal_lm_swap_gives_the_same_logits_and_generation(model_type):
     original, swapped, report = build(model_type)
     assert report.replaced, str(report)
@@ -142,31 +56,13 @@ def test_causal_lm_swap_gives_the_same_logits_and_generation(model_type):
     assert not [x for x in report.left if "rotary" in x.name], str(report)
     for name in report.names:
         assert type(swapped.get_submodule(name)).__module__.startswith("posenc.")
-    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
-    ours, theirs = generate(swapped), generate(original)
-    assert torch.equal(ours.sequences, theirs.sequences)
-    assert len(ours.logits) == 8
-    for a, b in zip(ours.logits, theirs.logits, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
-
-
-class _DoubledPositions(torch.nn.Module):
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, x, position_ids, *rest):
-        return self.inner(x, position_ids * 2, *rest)
+    tiny_models.compare(original, swapped)
 
 
 @pytest.mark.parametrize("model_type", list(DEFAULT))
 def test_doubled_positions_in_the_swapped_modules_change_the_logits(model_type):
     original, swapped, report = build(model_type)
-    control = copy.deepcopy(swapped)
-    for name in report.names:
-        parent, _, child = name.rpartition(".")
-        module = control.get_submodule(parent) if parent else control
-        setattr(module, child, _DoubledPositions(getattr(module, child)))
+    control = tiny_models.doubled(swapped, report.names)
     assert float((logits(control) - logits(original)).abs().max()) > 1e-3
 
 
@@ -297,16 +193,34 @@ def test_check_is_no_longer_an_argument():
 # -- absolute tables: another attribute, another call, [cos | sin] ----------------------------
 
 
-def _fsmt():
-    config = transformers.FSMTConfig(
-        langs=["en", "de"], src_vocab_size=100, tgt_vocab_size=100, d_model=32,
-        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2, forced_eos_token_id=None, init_std=0.3,
-    )  # fmt: skip
+_SEQ2SEQ = {
+    "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+    "max_position_embeddings": 64, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+    "decoder_start_token_id": 2, "forced_eos_token_id": None, "init_std": 0.3,
+}  # fmt: skip
+_LEFT_PADDED = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 7, 8, 9]])  # padding id 1
+
+
+def _seq2seq(config_class, model_class, **extra):
+    config = config_class(**_SEQ2SEQ, **extra)
     torch.manual_seed(0)
-    return transformers.FSMTForConditionalGeneration(config).eval()
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return model_class(config).eval(), inputs
+
+
+def _fsmt():
+    extra = {"langs": ["en", "de"], "src_vocab_size": 100, "tgt_vocab_size": 100}
+    return _seq2seq(transformers.FSMTConfig, transformers.FSMTForConditionalGeneration, **extra)
+
+
+def _m2m100():
+    model_class = transformers.M2M100ForConditionalGeneration
+    return _seq2seq(transformers.M2M100Config, model_class, vocab_size=100)
+
+
+def _marian():
+    return _seq2seq(transformers.MarianConfig, transformers.MarianMTModel, vocab_size=100)
 
 
 def _xglm():
@@ -315,55 +229,69 @@ def _xglm():
         max_position_embeddings=64, pad_token_id=1, init_std=0.3,
     )  # fmt: skip
     torch.manual_seed(0)
-    return transformers.XGLMForCausalLM(config).eval()
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.XGLMForCausalLM(config).eval(), inputs
 
 
-def _same_generation(a, b, **inputs) -> None:
-    kw = {"max_new_tokens": 8, "min_new_tokens": 8, "do_sample": False, "use_cache": True}
-    x = a.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
-    y = b.generate(**inputs, **kw, output_logits=True, return_dict_in_generate=True)
-    assert torch.equal(x.sequences, y.sequences)
-    for p, q in zip(x.logits, y.logits, strict=True):
-        torch.testing.assert_close(p, q, rtol=0, atol=ATOL)
-
-
-def test_fsmt_table_is_found_and_the_model_is_unchanged():
-    original = _fsmt()
-    swapped = copy.deepcopy(original)
-    report = swap_positions(swapped)
-    assert report.names == ["model.encoder.embed_positions", "model.decoder.embed_positions"]
-    assert {r.layout for r in report.replaced} == {"tensor2tensor"}
-    assert "fairseq numbering" in report.replaced[0].detail
-    ids = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 7, 8, 9]])
-    mask = ids.ne(1).long()
-    _same_generation(swapped, original, input_ids=ids, attention_mask=mask)
-
-
-def test_xglm_positions_read_with_their_offset():
-    original = _xglm()
-    swapped = copy.deepcopy(original)
-    report = swap_positions(swapped)
-    assert report.names == ["model.embed_positions"]
-    assert report.replaced[0].detail == "rows position_ids + 2"
-    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
-    _same_generation(swapped, original, input_ids=ids, attention_mask=torch.ones_like(ids))
-
-
-def test_musicgen_cos_first_table():
+def _musicgen():
     config = transformers.MusicgenDecoderConfig(
         vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
         max_position_embeddings=64, num_codebooks=2, pad_token_id=63, bos_token_id=63,
     )  # fmt: skip
     torch.manual_seed(0)
-    original = transformers.MusicgenForCausalLM(config).eval()
+    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
+    inputs = {
+        "input_ids": ids,  # (batch · codebooks, s)
+        "pad_token_id": 63,
+        "decoder_start_token_id": 63,
+        "num_return_sequences": 1,
+    }
+    return transformers.MusicgenForCausalLM(config).eval(), inputs
+
+
+# model -> (builder, {replaced module: (layout, a part of the detail)})
+ABSOLUTE = {
+    "fsmt": (_fsmt, {
+        "model.encoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
+    "m2m100": (_m2m100, {
+        "model.encoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
+    "marian": (_marian, {
+        "model.encoder.embed_positions": ("marian", "rows past .. past+s-1"),
+        "model.decoder.embed_positions": ("marian", "rows past .. past+s-1"),
+    }),
+    "xglm": (_xglm, {"model.embed_positions": ("tensor2tensor", "rows position_ids + 2")}),
+    "musicgen": (_musicgen, {
+        "model.decoder.embed_positions": ("tensor2tensor, cos first", "of (b, k, s)"),
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model", list(ABSOLUTE))
+def test_absolute_tables_are_swapped_and_generation_is_unchanged(model):
+    make, expected = ABSOLUTE[model]
+    original, inputs = make()
     swapped = copy.deepcopy(original)
     report = swap_positions(swapped)
-    assert report.names == ["model.decoder.embed_positions"]
-    assert report.replaced[0].layout == "tensor2tensor, cos first"
-    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        full = [m(input_ids=ids).logits for m in (swapped, original)]
-        past = swapped(input_ids=ids[:, :4], use_cache=True).past_key_values
-        step = swapped(input_ids=ids[:, 4:], past_key_values=past).logits
-    torch.testing.assert_close(full[0], full[1], rtol=0, atol=ATOL)
-    torch.testing.assert_close(step, full[1][:, 4:], rtol=0, atol=ATOL)
+    assert report.names == list(expected)
+    for record in report.replaced:
+        layout, detail = expected[record.name]
+        assert record.kind == "absolute"
+        assert record.layout == layout
+        assert detail in record.detail
+    theirs = tiny_models.generate(original, **inputs)
+    tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs)
+    control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)
+    steps = zip(control.logits, theirs.logits, strict=True)
+    assert max(float((a - b).abs().max()) for a, b in steps) > 1e-3
+
+
+def test_attributes_the_model_reads_from_its_rotary_module_are_kept():
+    # Lfm3Model iterates over ``self.rotary_emb.layer_types`` in its forward
+    original, swapped, report = tiny_models.build_pair("lfm3")
+    assert report.names == ["model.rotary_emb"]
+    assert swapped.model.rotary_emb.layer_types == original.model.rotary_emb.layer_types
+    tiny_models.compare(original, swapped)

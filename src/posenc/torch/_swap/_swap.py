@@ -6,6 +6,7 @@ import dataclasses
 import re
 from typing import Any
 
+import torch
 from torch import nn
 
 from ._absolute import examine_table, table_of
@@ -28,6 +29,16 @@ def _is_posenc(module: nn.Module) -> bool:
     return type(module).__module__.startswith("posenc.")
 
 
+def _carry_attributes(old: nn.Module, new: nn.Module) -> None:
+    """Give ``new`` the plain public attributes of ``old`` that it lacks: models read some from
+    their rotary module (``config``, ``layer_types``...)."""
+    for key, value in vars(old).items():
+        if key.startswith("_") or value is None or hasattr(new, key):
+            continue
+        if not isinstance(value, torch.Tensor | nn.Module):
+            setattr(new, key, value)
+
+
 def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
     """``(record, replacement)``, the reason it stays, or None for a non-positional module."""
     parameter_free = next(module.parameters(), None) is None
@@ -37,8 +48,7 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
             rope_like = "differs from posenc's" in found or "pairs)" in found
             return found if rope_like or _looks_positional(child_name, module) else None
         new = found.replacement()
-        if getattr(module, "config", None) is not None:
-            new.config = module.config  # some models read their rotary module's config
+        _carry_attributes(module, new)
         record = Replaced("", "rotary", found.layout, found.detail(), type(new).__name__)
         return record, new
     if table_of(module) is not None:

@@ -1,0 +1,135 @@
+"""``swap_positions`` on every causal LM of the pinned transformers (marker ``sweep``).
+
+Every model type of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` is built tiny (see
+:mod:`tests.torch.tiny_models`) and swapped. A model that cannot be built or run on the CPU
+skips with the reason. When modules were replaced, the swapped copy must give the original's
+logits on a left-padded batch and the same cached greedy generation (8 tokens, step logits
+within 1e-4), and feeding the replaced modules doubled positions must change the logits. A
+rotary module left in place fails when the RoPE coverage harness reproduces its model directory
+(posenc computes its tables, so the swap should have replaced it), unless :data:`EXPECTED_LEFT`
+gives the reason. A model with no positional module must be reported as such.
+
+Run with ``pytest -m sweep`` or ``make test-sweep`` (a few minutes); the default run keeps one
+model per form of rotary module (tests/torch/test_swap.py). The counts are printed in the
+terminal summary ("swap sweep").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers.models.auto.modeling_auto import (  # noqa: E402
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+)
+
+from tests.torch import rope_coverage, tiny_models  # noqa: E402
+from tests.torch.rope_coverage_axes import short  # noqa: E402
+from tests.torch.test_rope_coverage import KNOWN_MISSING, PINNED  # noqa: E402
+
+pytestmark = pytest.mark.sweep
+
+MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+#: model type -> why positional modules whose values posenc reproduces stay in place (a part
+#: of the report's reason). The sweep fails when one of them is swapped now (update the table).
+EXPECTED_LEFT: dict[str, str] = {
+    # the sin/cos table is a buffer of each attention layer, read inside its forward
+    "codegen": "its 'embed_positions' is the 'marian' table, but its call is not understood",
+    "gptj": "its 'embed_positions' is the 'marian' table, but its call is not understood",
+    # the table is a buffer of the whole model, read inside its forward
+    "ctrl": "its 'pos_encoding' is the 'marian' table, but its call is not understood",
+}
+
+#: model type -> what the sweep found (read by the terminal summary in conftest.py).
+OUTCOMES: dict[str, str] = {}
+
+_ROTARY_CLASS = re.compile(r"RotaryEmbedding")
+_RECOGNISED_TABLE = re.compile(r"is the '[\w, ]+' table")
+
+
+def _directory(module: Any) -> str | None:
+    parts = type(module).__module__.split(".")
+    return parts[2] if parts[:2] == ["transformers", "models"] and len(parts) > 2 else None
+
+
+def rotary_modules(model: Any) -> dict[str, str]:
+    """name -> model directory of each transformers rotary module in ``model``."""
+    return {
+        name: _directory(module) or "?"
+        for name, module in model.named_modules()
+        if _ROTARY_CLASS.search(type(module).__name__) and _directory(module)
+    }
+
+
+def _build(model_type: str) -> tuple[Any, Any, Any, torch.Tensor]:
+    try:
+        original, swapped, report = tiny_models.build_pair(model_type)
+    except Exception as exc:
+        OUTCOMES[model_type] = f"not built: {short(exc)}"
+        pytest.skip(OUTCOMES[model_type])
+    try:
+        reference = tiny_models.logits(original)
+        tiny_models.generate(original)
+    except Exception as exc:
+        OUTCOMES[model_type] = f"not run with the test's inputs: {short(exc)}"
+        pytest.skip(OUTCOMES[model_type])
+    return original, swapped, report, reference
+
+
+@functools.cache
+def _reproduced() -> frozenset[str]:
+    """The model directories whose rotary classes the RoPE coverage test reproduces."""
+    return frozenset(rope_coverage.directories()) - frozenset(KNOWN_MISSING)
+
+
+def reproduced_but_left(model: Any, report: Any) -> list[str]:
+    """What the swap left although posenc computes its values: rotary modules of a model
+    directory that the RoPE coverage harness reproduces, and sinusoidal tables it recognised
+    but could not replace."""
+    rotary = [name for name, d in rotary_modules(model).items() if d in _reproduced()]
+    tables = [x.name for x in report.left if _RECOGNISED_TABLE.search(x.reason)]
+    return rotary + tables
+
+
+def _outcome(report: Any) -> str:
+    if report.replaced:
+        return "equal"
+    if not report.left:
+        assert str(report) == "SwapReport: no positional module found"
+        return "no positional module"
+    if all(x.reason.startswith("learned table") for x in report.left):
+        return "learned position tables only"
+    return "left: " + "; ".join(sorted({x.reason for x in report.left}))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _setup(one_thread: None) -> None:
+    if transformers.__version__ != PINNED:
+        pytest.skip(f"the sweep's tables describe transformers {PINNED}")
+    transformers.logging.set_verbosity_error()
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_swap_keeps_every_causal_lm_unchanged(model_type: str) -> None:
+    original, swapped, report, reference = _build(model_type)
+    OUTCOMES[model_type] = "failed"
+    if report.replaced:
+        tiny_models.compare(original, swapped)
+        control = tiny_models.logits(tiny_models.control(swapped, report))
+        assert float((control - reference).abs().max()) > 1e-3, "the control changed nothing"
+    left = reproduced_but_left(swapped, report)
+    if model_type in EXPECTED_LEFT:
+        reasons = " ".join(x.reason for x in report.left)
+        assert left, f"{model_type} is swapped now: remove it from EXPECTED_LEFT\n{report}"
+        assert EXPECTED_LEFT[model_type] in reasons, str(report)
+        OUTCOMES[model_type] = f"left as expected: {EXPECTED_LEFT[model_type]}"
+        return
+    assert not left, f"left although posenc reproduces them: {left}\n{report}"
+    OUTCOMES[model_type] = _outcome(report)

@@ -1,0 +1,333 @@
+"""Tiny random causal LMs built from ``transformers`` configs, and the checks run on them.
+
+A model type's default config is shrunk with :data:`SMALL` (only keys the config, or one of its
+sub-configs, has are changed: 2 layers, one of each layer type, hidden size 64, vocabulary
+128; :data:`OVERRIDES` for sizes under keys of a model's own), seeded and built on the CPU;
+nothing is downloaded. :func:`compare` runs the swap criterion: the swapped copy gives the
+original's logits on a left-padded batch and the same greedy generation with a KV cache (8
+tokens, step logits), within :data:`ATOL`. :func:`control` makes the copy whose swapped
+modules see doubled positions, which the comparisons must tell from the original.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any
+
+import torch
+import transformers
+
+from posenc.torch.hf import SwapReport, swap_positions
+
+ATOL = 1e-4
+PAD = 0
+NEW_TOKENS = 8
+SMALL = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+    "head_dim": 16,
+    "moe_intermediate_size": 32,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "num_kv_heads": 2,
+    "initializer_range": 0.2,  # spread the logits so greedy choices are not near-ties
+    # the same sizes under the names older configs use
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_inner": 128,
+    "n_positions": 512,
+    "n_ctx": 512,
+    "d_model": 64,
+    "n_layers": 2,
+    "n_heads": 4,
+    "num_layers": 2,
+    "num_heads": 4,
+    "attention_heads": 4,
+    "ffn_dim": 128,
+    "decoder_layers": 2,
+    "decoder_attention_heads": 4,
+    "decoder_ffn_dim": 128,
+    "encoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "init_std": 0.2,
+    "rotary_dim": 8,
+}
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+_DOTS3 = {  # head_dim: qk_nope_head_dim + qk_rope_head_dim
+    "per_layer_config": {},
+    "index_head_dim": 16,
+    "index_n_heads": 4,
+    "index_topk": 8,
+    "head_dim": 16,
+}
+#: model type -> config keys of its own (sizes under names SMALL does not know)
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "dbrx": {
+        "d_model": 64,
+        "n_heads": 4,
+        "n_layers": 2,
+        "max_seq_len": 512,
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+        "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2},
+    },
+    # one pass of each recurrent stack: at the default 2 x 3 cycles the float32 model's own
+    # logits differ from a float64 run of it by 1.5e-4, more than the comparison allows
+    "hrm_text": {"H_cycles": 1, "L_cycles": 1, "L_bp_cycles": [1]},
+    # hybrids: one attention layer (their defaults have none in the first two layers)
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {
+        "layer_types": ["linear_attention", "attention"],
+        "position_embedding_type": "rope",
+    },
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "bailing_hybrid": {
+        "num_expert_group": 1,
+        "num_experts_per_token": 2,
+        "linear_head_dim": 16,
+        "linear_num_heads": 4,
+        "layer_group_size": 2,
+    },
+    # multi-head latent attention with sizes under keys of their own
+    "longcat_flash": {
+        "ffn_hidden_size": 128,
+        "expert_ffn_hidden_size": 32,
+        "moe_topk": 2,
+        "zero_expert_num": 2,
+        "qk_head_dim": 16,
+        "head_dim": 8,  # its rotary module's size: qk_rope_head_dim
+    },
+    "dots3_note": _DOTS3,
+    "dots3_note_text": _DOTS3,
+    "gemma3n_text": {
+        "intermediate_size": [128, 128],
+        "activation_sparsity_pattern": [0.0, 0.0],
+        "num_kv_shared_layers": 0,
+        "laurel_rank": 8,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 128,
+        "altup_num_inputs": 2,
+    },
+    "zaya": {"num_experts_per_tok": 1},  # the only value it supports
+    "zamba2": {
+        "hybrid_layer_ids": [1],
+        "layers_block_type": ["linear_attention", "hybrid"],
+        "attention_hidden_size": 128,
+        "attention_head_dim": 32,
+        "mamba_headdim": 16,
+        "kv_channels": 16,
+        "num_query_groups": 4,
+        "use_mamba_kernels": False,
+        "chunk_size": 16,
+        "adapter_rank": 8,
+    },
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
+    # the class default has no rope parameters for its layer type
+    "cohere_compass_text": {
+        "head_dim": 128,  # the rotary sections its checkpoints use need it
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 50000.0}},
+    },
+    # rotary sections [11, 11, 10] (the model's default) need 64 rotated channels
+    "qwen3_5_text": {"head_dim": 256},
+    "qwen3_5_moe_text": {"head_dim": 256},
+    "qwen3_5": {"head_dim": 256},
+    "qwen3_5_moe": {"head_dim": 256},
+}
+#: model type -> the parameters (by name suffix) set to 1 after building: initialised to zero,
+#: they make the positions irrelevant (ZAYA scales its keys by ``qk_norm.temp``)
+ZERO_AT_INIT = {"zaya": "qk_norm.temp"}
+#: A model larger than this after shrinking keeps sizes under names SMALL does not know.
+MAX_PARAMETERS = 20_000_000
+
+
+def _shrunk(defaults: dict[str, Any]) -> dict[str, Any]:
+    """The SMALL keys of ``defaults``, and of each sub-config it holds (as a dict)."""
+    small = {k: v for k, v in SMALL.items() if k in defaults}
+    if "kv_lora_rank" in defaults:  # multi-head latent attention: as many kv heads as heads
+        small["num_key_value_heads"] = small["num_attention_heads"]
+        small.pop("head_dim", None)
+    if "head_dim" in small and not _fits(defaults.get("rope_parameters"), small["head_dim"]):
+        small.pop("head_dim")  # its rotary sections or fraction need the real head size
+    if isinstance(defaults.get("layer_types"), list):  # one layer of each type, at least two
+        kinds = list(dict.fromkeys(defaults["layer_types"]))
+        count = max(2, len(kinds))
+        small["layer_types"] = (kinds * count)[:count]
+        small.update({k: count for k in _LAYER_COUNTS if k in small})
+    for key, value in defaults.items():
+        if isinstance(value, dict) and "model_type" in value:
+            small[key] = {**value, **_shrunk(value)}
+    return small
+
+
+def _fits(rope: Any, head_dim: int) -> bool:
+    """Whether rope parameters (per layer type or not) can rotate a head of ``head_dim``."""
+    if not isinstance(rope, dict):
+        return True
+    if all(isinstance(v, dict) for v in rope.values()) and rope:
+        return all(_fits(v, head_dim) for v in rope.values())
+    rotated = int(head_dim * rope.get("partial_rotary_factor", 1.0))
+    sections = rope.get("mrope_section") or ()
+    return rotated % 2 == 0 and sum(sections) <= rotated // 2
+
+
+def _merged(small: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(small)
+    for key, value in extra.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def model_class(model_type: str) -> Any:
+    """The causal LM class of ``model_type`` (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)."""
+    auto = importlib.import_module("transformers.models.auto.modeling_auto")
+    return getattr(transformers, auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
+
+
+def tiny_config(model_type: str) -> Any:
+    """The default config of the model type's causal LM, shrunk (only keys the config has are
+    changed)."""
+    config_class = model_class(model_type).config_class
+    small = _merged(_shrunk(config_class().to_dict()), OVERRIDES.get(model_type, {}))
+    config = config_class(**small)
+    config.pad_token_id = PAD
+    for name in ("bos_token_id", "eos_token_id"):
+        if getattr(config, name, None) is not None:
+            setattr(config, name, 1)
+    return config
+
+
+def build_pair(model_type: str) -> tuple[Any, Any, SwapReport]:
+    """``(original, swapped, report)``: a seeded tiny model and its swapped copy."""
+    config, cls = tiny_config(model_type), model_class(model_type)
+    with torch.device("meta"):
+        size = sum(p.numel() for p in cls(config).parameters())
+    if size > MAX_PARAMETERS:
+        raise ValueError(f"{size:,} parameters after shrinking (sizes under other config keys)")
+    torch.manual_seed(0)
+    original = cls(config).eval()
+    with torch.no_grad():
+        for name, parameter in original.named_parameters():
+            if name.endswith(ZERO_AT_INIT.get(model_type, "\0")):
+                parameter.fill_(1.0)
+    swapped = copy.deepcopy(original)
+    return original, swapped, swap_positions(swapped)
+
+
+def prompts() -> tuple[torch.Tensor, torch.Tensor]:
+    """A left-padded batch: three pads in the first row."""
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(2, SMALL["vocab_size"], (2, 9), generator=gen)
+    ids[0, :3] = PAD
+    return ids, ids.ne(PAD).long()
+
+
+def logits(model: Any) -> torch.Tensor:
+    """The logits of the left-padded batch at its tokens (padding rows are not compared)."""
+    ids, mask = prompts()
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask).logits
+    return out[mask.bool()]
+
+
+def generate(model: Any, **inputs: Any) -> Any:
+    """Greedy generation with a KV cache: :data:`NEW_TOKENS` tokens and their step logits."""
+    if not inputs:
+        ids, mask = prompts()
+        inputs = {"input_ids": ids, "attention_mask": mask, "pad_token_id": PAD}
+    return model.generate(
+        **inputs,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        do_sample=False,
+        use_cache=True,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
+
+
+def assert_same_generation(ours: Any, theirs: Any) -> None:
+    """The same tokens, and step logits within :data:`ATOL`."""
+    assert torch.equal(ours.sequences, theirs.sequences)
+    assert len(ours.logits) == len(theirs.logits) == NEW_TOKENS
+    for a, b in zip(ours.logits, theirs.logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
+
+
+def compare(original: Any, swapped: Any) -> None:
+    """The swap criterion: left-padded logits and cached greedy generation agree."""
+    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
+    assert_same_generation(generate(swapped), generate(original))
+
+
+class _Wrapper(torch.nn.Module):
+    """A module around ``inner`` whose other attributes are ``inner``'s (models read some)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.inner, name)
+
+
+class DoubledPositions(_Wrapper):
+    """A swapped rotary module fed ``2 · position_ids`` (a control that must change the output)."""
+
+    def forward(self, x: Any, position_ids: Any, *rest: Any, **kwargs: Any) -> Any:
+        return self.inner(x, position_ids * 2, *rest, **kwargs)
+
+
+def doubled(model: Any, names: list[str]) -> Any:
+    """A copy of ``model`` whose rotary modules ``names`` see doubled positions."""
+    out = copy.deepcopy(model)
+    for name in names:
+        parent, _, child = name.rpartition(".")
+        module = out.get_submodule(parent) if parent else out
+        setattr(module, child, DoubledPositions(getattr(module, child)))
+    return out
+
+
+class DoubledTable(_Wrapper):
+    """A sinusoidal encoder whose rows are those of twice the positions asked for."""
+
+    def encoding(self, what: Any, *, offset: Any = 0, **kwargs: Any) -> Any:
+        positions = torch.arange(what) if isinstance(what, int) else what
+        return self.inner.encoding(2 * (positions + offset), **kwargs)
+
+    def _encode(self, name: str, positions: Any, offset: Any = 0, *rest: Any) -> Any:
+        return self.inner._encode(name, 2 * (torch.as_tensor(positions) + offset), 0, *rest)
+
+
+def control(swapped: Any, report: SwapReport) -> Any:
+    """A copy of ``swapped`` whose replaced modules (rotary or absolute) see doubled
+    positions: the comparisons must tell it from the original."""
+    out = doubled(swapped, [r.name for r in report.replaced if r.kind == "rotary"])
+    for record in report.replaced:
+        if record.kind == "absolute":
+            module = out.get_submodule(record.name)
+            module.sinusoidal = DoubledTable(module.sinusoidal)
+    return out
