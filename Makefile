@@ -2,8 +2,8 @@
 #   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
 #   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
 #                checks, the whole test suite, the strict docs build, a quick benchmark run and
-#                the NumPy-only tests under Python 3.10 (CI runs it, then test-sweep)
-#   make test-sweep  swap_positions on every causal LM of transformers, tiny (several minutes)
+#                the NumPy-only tests under Python 3.10 (what CI runs); the sweep included
+#   make test-sweep  only the sweep: swap_positions on every causal LM of transformers, tiny
 #   make docs    build the documentation site into site/
 #   make clean   remove the environments and every build output
 #
@@ -84,11 +84,12 @@ lint: $(DEV_STAMP) $(EDITABLE)
 typecheck: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/mypy
 
+# The whole suite, the tests marked sweep included (a bare `pytest` leaves them out).
 pytest: $(DEV_STAMP) $(EDITABLE)
-	$(BIN)/python -m pytest
+	POSENC_SWEEP=1 $(BIN)/python -m pytest
 
-# The tests marked sweep (left out of the run above): every causal LM of the pinned transformers,
-# built tiny, swapped and compared (tests/torch/test_swap_sweep.py; several minutes).
+# Only the tests marked sweep: every causal LM of the pinned transformers, built tiny, swapped
+# and compared (tests/torch/test_swap_sweep.py; one to three minutes here).
 test-sweep: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest -m sweep tests
 

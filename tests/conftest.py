@@ -1,7 +1,7 @@
 """Shared test configuration: a deterministic, CI-sized hypothesis profile, the profiles of the
 fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one), and the ``sweep``
-marker: its tests run only when asked for (``pytest -m sweep``, ``make test-sweep``, or
-``POSENC_SWEEP=1``)."""
+marker: its tests run only when asked for (``pytest -m sweep``, ``POSENC_SWEEP=1`` as
+``make test`` sets it, or ``make test-sweep``)."""
 
 from __future__ import annotations
 
