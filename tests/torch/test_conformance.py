@@ -123,6 +123,13 @@ def _llama_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> A
     return m(torch.zeros(1, dtype=dtype), position_ids)
 
 
+def _multi_axis_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> Any:
+    """Qwen2-VL's call: (t, h, w) ids of shape (3, b, s)."""
+    i = torch.arange(n) + offset
+    ids = torch.stack([i, i // 4 + offset, i % 5 + offset])[:, None].expand(3, 2, n)
+    return m(torch.zeros(1, dtype=dtype), ids)
+
+
 CASES: dict[str, Case] = {
     "SinusoidalPositionalEncoding": Case(
         lambda **kw: pt.SinusoidalPositionalEncoding(D, dropout=0.25, **kw),
@@ -201,6 +208,12 @@ CASES: dict[str, Case] = {
             },
         ),
         _llama_call,
+        rotation=True,
+        max_len_kwarg=None,
+    ),
+    "hf.MultiAxisRotary": Case(
+        lambda **kw: hf.MultiAxisRotary(D, sections=[4, 2, 2], order="interleaved"),
+        _multi_axis_call,
         rotation=True,
         max_len_kwarg=None,
     ),
