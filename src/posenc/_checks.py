@@ -7,6 +7,7 @@ allowed, e.g. ``d_model must be a positive integer, got 0``.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -286,10 +287,12 @@ class TooLargeError(ValueError, MemoryError):
     """
 
 
+@functools.cache
 def memory_limit() -> int:
     """The largest result, in bytes, that posenc will try to allocate: physical memory.
 
-    Falls back to 2**40 bytes where the platform does not say.
+    Falls back to 2**40 bytes where the platform does not say. Read once (size checks sit on
+    hot paths; the physical memory does not change while the process runs).
     """
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
