@@ -185,9 +185,9 @@ def check_offset(offset: Any, length: Any = 0, *, name: str = "offset", first: i
     limit, so its positions get NaN rows.
     """
     largest = first + length - 1  # no branch on length: it may be a torch.SymInt
-    if type(offset) is int and type(largest) is int:  # the usual call: a plain int
-        if 0 <= offset <= MAX_EXACT_POSITION - max(largest, 0):
-            return offset  # within the limit; else the error below
+    plain = type(offset) is int and type(largest) is int  # the usual call
+    if plain and 0 <= offset <= MAX_EXACT_POSITION - max(largest, 0):
+        return offset  # within the limit (else the error below)
     if isinstance(offset, torch.Tensor):
         offset = _offset_tensor(name, offset)
         if isinstance(offset, torch.Tensor):
