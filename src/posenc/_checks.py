@@ -8,6 +8,7 @@ allowed, e.g. ``d_model must be a positive integer, got 0``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import os
@@ -377,10 +378,12 @@ def sized_by(**names: str) -> Iterator[None]:
         raise _too_large(renamed, exc.shape, exc.needed, exc.limit) from None
 
 
+@functools.cache
 def memory_limit() -> int:
     """The largest result, in bytes, that posenc will try to allocate: physical memory.
 
-    Falls back to 2**40 bytes where the platform does not say.
+    Falls back to 2**40 bytes where the platform does not say. Read once (size checks sit on
+    hot paths; the physical memory does not change while the process runs).
     """
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
+from posenc._checks import check_offset as core_check_offset  # noqa: E402
 from posenc.torch import _checks, hf  # noqa: E402
 
 LIMIT = r"within \+-2\*\*53"
@@ -236,6 +238,26 @@ def test_the_sum_is_judged_exactly_before_int64_could_wrap(positions: list, offs
     else:
         with pytest.raises(ValueError, match=r"(offset must keep|must lie within)"):
             module.encoding(torch.tensor(positions), offset=offset)
+
+
+@given(
+    st.integers(-2, 2**54) | st.sampled_from([2**53 - 2, 2**53 - 1, 2**53, 2**53 + 1]),
+    st.integers(0, 3),
+    st.integers(0, 2),
+)
+def test_a_plain_int_offset_is_judged_like_the_numpy_core(
+    offset: int, length: int, first: int
+) -> None:
+    """``offset`` shifting positions ``first .. first + length - 1``: accepted exactly when the
+    NumPy core accepts it, and refused with its error otherwise (the plain-int fast path)."""
+    largest = first + length - 1
+    try:
+        expected = core_check_offset("offset", offset, largest)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            _checks.check_offset(offset, length, first=first)
+    else:
+        assert _checks.check_offset(offset, length, first=first) == expected
 
 
 # -- lengths and bare numbers -------------------------------------------------------------------

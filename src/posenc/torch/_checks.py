@@ -243,7 +243,8 @@ def as_positions(
     positions = _signed(name, positions, checked)
     if checked and positions.numel():
         # one pass; NaN propagates to both ends; .item(): exact Python ints for integers
-        low, high = (v.item() for v in torch.aminmax(positions))
+        ends = torch.aminmax(positions)
+        low, high = ends.min.item(), ends.max.item()
         if positions.is_floating_point() and not (math.isfinite(low) and math.isfinite(high)):
             raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
         shifted = f"{name} + offset" if isinstance(offset, int) and offset else name
@@ -296,11 +297,14 @@ def check_offset(offset: Any, length: Any = 0, *, name: str = "offset", first: i
     allows, else returned as a tensor that maps an offset that cannot be valid beyond the
     limit, so its positions get NaN rows.
     """
+    largest = first + length - 1  # no branch on length: it may be a torch.SymInt
+    plain = type(offset) is int and type(largest) is int  # the usual call
+    if plain and 0 <= offset <= MAX_EXACT_POSITION - max(largest, 0):
+        return offset  # within the limit (else the error below)
     if isinstance(offset, torch.Tensor):
         offset = _offset_tensor(name, offset)
         if isinstance(offset, torch.Tensor):
             return offset
-    largest = first + length - 1  # no branch on length: it may be a torch.SymInt
     if not isinstance(offset, torch.SymInt):
         return core_check_offset(name, offset, largest)
     if offset < 0:

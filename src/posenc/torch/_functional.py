@@ -144,7 +144,7 @@ def _laid_out(cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> RopeTables:
     whose pairs disagree become NaN, with no synchronisation; the check runs over the tables,
     never over ``x``.
     """
-    if data_checked(cos) and data_checked(sin):
+    if data_checked(cos):  # sin is on cos's device (apply_rotary checks): the same answer
         first, second = pair_slices(pairs, cos.shape[-1] // 2)
         if torch.equal(cos[..., first], cos[..., second]) and torch.equal(
             sin[..., first], sin[..., second]

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..._angle_addition import fill_by_angle_addition, fill_rows
-from ..._checks import MAX_EXACT_POSITION, check_allocation
+from ..._checks import MAX_EXACT_POSITION, check_allocation, memory_limit
 from ..._features import FeatureSlices, fill_features, pair_slices
 from ..._sinusoidal import angle_addition, split_positions
 from ..._switches import fast_paths_enabled
@@ -217,14 +217,23 @@ def check_size(names: str, shape: tuple[int, ...], itemsize: int, device: torch.
     """Refuse a table that cannot fit in ``device``'s memory, before allocating it.
 
     Concrete shapes only: nothing is checked while tracing or on the meta device, and nothing
-    is read from the device (its total memory is a property, not a synchronisation).
+    is read from the device (its total memory is a property, not a synchronisation). The hot
+    path: a product and a comparison with a limit read once.
     """
-    if torch.compiler.is_compiling() or not all(type(n) is int for n in shape):
+    if torch.compiler.is_compiling():
         return
+    needed = itemsize
+    for n in shape:
+        if type(n) is not int:
+            return
+        needed *= n
     if device.type == "cpu":
-        check_allocation(names, shape, itemsize)
+        limit = memory_limit()
     elif device.type == "cuda":
         limit = torch.cuda.get_device_properties(device).total_memory
+    else:
+        return
+    if needed > limit:
         check_allocation(names, shape, itemsize, limit=limit)
 
 
