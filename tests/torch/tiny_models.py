@@ -79,6 +79,15 @@ _DOTS3 = {  # head_dim: qk_nope_head_dim + qk_rope_head_dim
     "index_topk": 8,
     "head_dim": 16,
 }
+_PER_LAYER_INPUT = {"vocab_size_per_layer_input": 128, "hidden_size_per_layer_input": 16}
+_QSA = {
+    "head_dim": 64,  # its default rotary sections [11, 11, 10] need 64 rotated channels
+    "indexer_n_heads": 4,
+    "indexer_kv_heads": 1,
+    "indexer_head_dim": 64,  # at least the rotated channels
+    "indexer_budget": 8,
+    "indexer_compress_ratio": 4,
+}
 #: model type -> config keys of its own (sizes under names SMALL does not know)
 OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": {
@@ -152,6 +161,21 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen3_5_moe_text": {"head_dim": 256},
     "qwen3_5": {"head_dim": 256},
     "qwen3_5_moe": {"head_dim": 256},
+    # per-layer-input embeddings: a table of their own (vocabulary x layers x size)
+    "gemma4_text": _PER_LAYER_INPUT,
+    "gemma4": {"text_config": _PER_LAYER_INPUT},
+    # the token indexer of the attention layers (its sizes have no default)
+    "qwen4_exp_text": _QSA,
+    "qwen4_exp": _QSA,
+    # the hashed byte n-gram embeddings: one table of 500002 rows per n-gram size
+    # hidden_size_global: the global transformer's size, read by the byte-level encoder and
+    # decoder; num_hidden_layers: BltConfig has none, but its forward builds its cache from it
+    "blt": {
+        "encoder_hash_byte_group_vocab": 64,
+        "encoder_config": {"hidden_size_global": 64},
+        "decoder_config": {"hidden_size_global": 64},
+        "num_hidden_layers": 2,
+    },
 }
 #: model type -> the parameters (by name suffix) set to 1 after building: initialised to zero,
 #: they make the positions irrelevant (ZAYA scales its keys by ``qk_norm.temp``)
@@ -173,10 +197,20 @@ def _shrunk(defaults: dict[str, Any]) -> dict[str, Any]:
         count = max(2, len(kinds))
         small["layer_types"] = (kinds * count)[:count]
         small.update({k: count for k in _LAYER_COUNTS if k in small})
+        if isinstance(defaults.get("per_layer_config"), dict):
+            small["per_layer_config"] = _per_layer(defaults, small["layer_types"])
     for key, value in defaults.items():
         if isinstance(value, dict) and "model_type" in value:
             small[key] = {**value, **_shrunk(value)}
     return small
+
+
+def _per_layer(defaults: dict[str, Any], kinds: list[str]) -> dict[int, Any]:
+    """The per-layer overrides of ``defaults`` for the layers ``kinds``: each layer gets those of
+    the first default layer of its type."""
+    table = {int(k): v for k, v in defaults["per_layer_config"].items()}
+    first = {kind: i for i, kind in reversed(list(enumerate(defaults["layer_types"])))}
+    return {i: table[first[kind]] for i, kind in enumerate(kinds) if first[kind] in table}
 
 
 def _fits(rope: Any, head_dim: int) -> bool:
