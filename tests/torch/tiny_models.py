@@ -168,6 +168,32 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen4_exp_text": _QSA,
     "qwen4_exp": _QSA,
     # the hashed byte n-gram embeddings: one table of 500002 rows per n-gram size
+    # models with no rotary module, under keys of their own
+    "zamba": {
+        # two hybrid layers: they share one attention block
+        "num_hidden_layers": 3,
+        "layers_block_type": ["linear_attention", "hybrid", "hybrid"],
+        "attention_hidden_size": 128,
+        "attention_head_dim": 32,
+        "mamba_dt_rank": 8,
+        "use_mamba_kernels": False,
+    },
+    "mamba2": {"num_heads": 8, "head_dim": 16, "n_groups": 1, "time_step_rank": 8, "chunk_size": 16},
+    "kimi_linear": {"num_experts_per_token": 2, "linear_head_dim": 16, "linear_num_heads": 4},
+    # its cache rounds the key size up to a multiple of 64, its layers do not
+    "xlstm": {"embedding_dim": 64, "num_blocks": 2, "chunk_size": 16, "qk_dim_factor": 1.0},
+    "xmod": {"default_language": "en_XX"},
+    "reformer": {
+        "is_decoder": True,
+        "attention_head_size": 16,
+        "attn_layers": ["local", "lsh"],
+        "axial_pos_shape": [16, 32],
+        "axial_pos_embds_dim": [16, 48],
+        "feed_forward_size": 128,
+        "local_attn_chunk_length": 16,
+        "lsh_attn_chunk_length": 16,
+        "num_buckets": 4,
+    },
     # hidden_size_global: the global transformer's size, read by the byte-level encoder and
     # decoder; num_hidden_layers: BltConfig has none, but its forward builds its cache from it
     "blt": {
