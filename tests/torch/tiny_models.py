@@ -178,7 +178,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "mamba_dt_rank": 8,
         "use_mamba_kernels": False,
     },
-    "mamba2": {"num_heads": 8, "head_dim": 16, "n_groups": 1, "time_step_rank": 8, "chunk_size": 16},
+    "mamba2": {
+        "num_heads": 8,
+        "head_dim": 16,
+        "n_groups": 1,
+        "time_step_rank": 8,
+        "chunk_size": 16,
+    },
     "kimi_linear": {"num_experts_per_token": 2, "linear_head_dim": 16, "linear_num_heads": 4},
     # its cache rounds the key size up to a multiple of 64, its layers do not
     "xlstm": {"embedding_dim": 64, "num_blocks": 2, "chunk_size": 16, "qk_dim_factor": 1.0},
