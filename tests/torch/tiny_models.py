@@ -79,6 +79,15 @@ _DOTS3 = {  # head_dim: qk_nope_head_dim + qk_rope_head_dim
     "index_topk": 8,
     "head_dim": 16,
 }
+_GEMMA3N = {
+    "intermediate_size": [128, 128],
+    "activation_sparsity_pattern": [0.0, 0.0],
+    "num_kv_shared_layers": 0,
+    "laurel_rank": 8,
+    "hidden_size_per_layer_input": 16,
+    "vocab_size_per_layer_input": 128,
+    "altup_num_inputs": 2,
+}
 _PER_LAYER_INPUT = {"vocab_size_per_layer_input": 128, "hidden_size_per_layer_input": 16}
 _QSA = {
     "head_dim": 64,  # its default rotary sections [11, 11, 10] need 64 rotated channels
@@ -128,15 +137,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "dots3_note": _DOTS3,
     "dots3_note_text": _DOTS3,
-    "gemma3n_text": {
-        "intermediate_size": [128, 128],
-        "activation_sparsity_pattern": [0.0, 0.0],
-        "num_kv_shared_layers": 0,
-        "laurel_rank": 8,
-        "hidden_size_per_layer_input": 16,
-        "vocab_size_per_layer_input": 128,
-        "altup_num_inputs": 2,
-    },
+    "gemma3n_text": _GEMMA3N,
+    "gemma3n": {"text_config": _GEMMA3N},
     "zaya": {"num_experts_per_tok": 1},  # the only value it supports
     "zamba2": {
         "hybrid_layer_ids": [1],
@@ -189,6 +191,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # its cache rounds the key size up to a multiple of 64, its layers do not
     "xlstm": {"embedding_dim": 64, "num_blocks": 2, "chunk_size": 16, "qk_dim_factor": 1.0},
     "xmod": {"default_language": "en_XX"},
+    # its sinusoidal variant (posenc's 'paper' table): learned tables are everywhere else
+    "xlm": {"emb_dim": 64, "sinusoidal_embeddings": True},
     "reformer": {
         "is_decoder": True,
         "attention_head_size": 16,
@@ -257,9 +261,10 @@ def _fits(rope: Any, head_dim: int) -> bool:
 
 
 def _merged(small: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``small`` updated with ``extra``, dicts merged key by key (an empty dict replaces)."""
     out = dict(small)
     for key, value in extra.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        both = isinstance(value, dict) and value and isinstance(out.get(key), dict)
         out[key] = _merged(out[key], value) if both else value
     return out
 
