@@ -160,6 +160,35 @@ def test_positional_looking_modules_that_are_not_understood_are_reported():
         swap_positions(model, strict=True)
 
 
+class FactoredPositions(torch.nn.Module):
+    """Learned positions kept as factors in a ParameterList (Reformer's axial embeddings)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.randn(4, 1, 2)), torch.nn.Parameter(torch.randn(1, 8, 2))]
+        )
+
+    def forward(self, position_ids):
+        rows = torch.cat([w.expand(4, 8, -1) for w in self.weights], dim=-1).reshape(32, -1)
+        return rows[position_ids]
+
+
+def test_learned_positions_without_a_single_table_are_reported():
+    model = torch.nn.Sequential()
+    model.add_module("position_embeddings", FactoredPositions())
+    report = swap_positions(model)
+    (left,) = report.left
+    assert left.name == "position_embeddings"
+    assert left.reason.startswith("learned table (trainable parameters 'weights.0', 'weights.1'")
+    with pytest.raises(ValueError, match="learned table"):
+        swap_positions(model, strict=True)
+    reformer = tiny_models.model_class("reformer")(tiny_models.tiny_config("reformer"))
+    (left,) = swap_positions(reformer).left
+    assert left.name == "reformer.embeddings.position_embeddings"
+    assert left.reason.startswith("learned table")
+
+
 def test_no_positional_module_is_said_clearly():
     report = swap_positions(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
     assert isinstance(report, SwapReport)

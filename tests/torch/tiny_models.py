@@ -79,6 +79,24 @@ _DOTS3 = {  # head_dim: qk_nope_head_dim + qk_rope_head_dim
     "index_topk": 8,
     "head_dim": 16,
 }
+_GEMMA3N = {
+    "intermediate_size": [128, 128],
+    "activation_sparsity_pattern": [0.0, 0.0],
+    "num_kv_shared_layers": 0,
+    "laurel_rank": 8,
+    "hidden_size_per_layer_input": 16,
+    "vocab_size_per_layer_input": 128,
+    "altup_num_inputs": 2,
+}
+_PER_LAYER_INPUT = {"vocab_size_per_layer_input": 128, "hidden_size_per_layer_input": 16}
+_QSA = {
+    "head_dim": 64,  # its default rotary sections [11, 11, 10] need 64 rotated channels
+    "indexer_n_heads": 4,
+    "indexer_kv_heads": 1,
+    "indexer_head_dim": 64,  # at least the rotated channels
+    "indexer_budget": 8,
+    "indexer_compress_ratio": 4,
+}
 #: model type -> config keys of its own (sizes under names SMALL does not know)
 OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": {
@@ -119,15 +137,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "dots3_note": _DOTS3,
     "dots3_note_text": _DOTS3,
-    "gemma3n_text": {
-        "intermediate_size": [128, 128],
-        "activation_sparsity_pattern": [0.0, 0.0],
-        "num_kv_shared_layers": 0,
-        "laurel_rank": 8,
-        "hidden_size_per_layer_input": 16,
-        "vocab_size_per_layer_input": 128,
-        "altup_num_inputs": 2,
-    },
+    "gemma3n_text": _GEMMA3N,
+    "gemma3n": {"text_config": _GEMMA3N},
     "zaya": {"num_experts_per_tok": 1},  # the only value it supports
     "zamba2": {
         "hybrid_layer_ids": [1],
@@ -152,6 +163,55 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen3_5_moe_text": {"head_dim": 256},
     "qwen3_5": {"head_dim": 256},
     "qwen3_5_moe": {"head_dim": 256},
+    # per-layer-input embeddings: a table of their own (vocabulary x layers x size)
+    "gemma4_text": _PER_LAYER_INPUT,
+    "gemma4": {"text_config": _PER_LAYER_INPUT},
+    # the token indexer of the attention layers (its sizes have no default)
+    "qwen4_exp_text": _QSA,
+    "qwen4_exp": _QSA,
+    # the hashed byte n-gram embeddings: one table of 500002 rows per n-gram size
+    # models with no rotary module, under keys of their own
+    "zamba": {
+        # two hybrid layers: they share one attention block
+        "num_hidden_layers": 3,
+        "layers_block_type": ["linear_attention", "hybrid", "hybrid"],
+        "attention_hidden_size": 128,
+        "attention_head_dim": 32,
+        "mamba_dt_rank": 8,
+        "use_mamba_kernels": False,
+    },
+    "mamba2": {
+        "num_heads": 8,
+        "head_dim": 16,
+        "n_groups": 1,
+        "time_step_rank": 8,
+        "chunk_size": 16,
+    },
+    "kimi_linear": {"num_experts_per_token": 2, "linear_head_dim": 16, "linear_num_heads": 4},
+    # its cache rounds the key size up to a multiple of 64, its layers do not
+    "xlstm": {"embedding_dim": 64, "num_blocks": 2, "chunk_size": 16, "qk_dim_factor": 1.0},
+    "xmod": {"default_language": "en_XX"},
+    # its sinusoidal variant (posenc's 'paper' table): learned tables are everywhere else
+    "xlm": {"emb_dim": 64, "sinusoidal_embeddings": True},
+    "reformer": {
+        "is_decoder": True,
+        "attention_head_size": 16,
+        "attn_layers": ["local", "lsh"],
+        "axial_pos_shape": [16, 32],
+        "axial_pos_embds_dim": [16, 48],
+        "feed_forward_size": 128,
+        "local_attn_chunk_length": 16,
+        "lsh_attn_chunk_length": 16,
+        "num_buckets": 4,
+    },
+    # hidden_size_global: the global transformer's size, read by the byte-level encoder and
+    # decoder; num_hidden_layers: BltConfig has none, but its forward builds its cache from it
+    "blt": {
+        "encoder_hash_byte_group_vocab": 64,
+        "encoder_config": {"hidden_size_global": 64},
+        "decoder_config": {"hidden_size_global": 64},
+        "num_hidden_layers": 2,
+    },
 }
 #: model type -> the parameters (by name suffix) set to 1 after building: initialised to zero,
 #: they make the positions irrelevant (ZAYA scales its keys by ``qk_norm.temp``)
@@ -173,10 +233,20 @@ def _shrunk(defaults: dict[str, Any]) -> dict[str, Any]:
         count = max(2, len(kinds))
         small["layer_types"] = (kinds * count)[:count]
         small.update({k: count for k in _LAYER_COUNTS if k in small})
+        if isinstance(defaults.get("per_layer_config"), dict):
+            small["per_layer_config"] = _per_layer(defaults, small["layer_types"])
     for key, value in defaults.items():
         if isinstance(value, dict) and "model_type" in value:
             small[key] = {**value, **_shrunk(value)}
     return small
+
+
+def _per_layer(defaults: dict[str, Any], kinds: list[str]) -> dict[int, Any]:
+    """The per-layer overrides of ``defaults`` for the layers ``kinds``: each layer gets those of
+    the first default layer of its type."""
+    table = {int(k): v for k, v in defaults["per_layer_config"].items()}
+    first = {kind: i for i, kind in reversed(list(enumerate(defaults["layer_types"])))}
+    return {i: table[first[kind]] for i, kind in enumerate(kinds) if first[kind] in table}
 
 
 def _fits(rope: Any, head_dim: int) -> bool:
@@ -191,9 +261,10 @@ def _fits(rope: Any, head_dim: int) -> bool:
 
 
 def _merged(small: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``small`` updated with ``extra``, dicts merged key by key (an empty dict replaces)."""
     out = dict(small)
     for key, value in extra.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        both = isinstance(value, dict) and value and isinstance(out.get(key), dict)
         out[key] = _merged(out[key], value) if both else value
     return out
 

@@ -57,9 +57,24 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
         )
         return table
     container = type(module).forward is nn.Module.forward  # ModuleList, ModuleDict
-    if _looks_positional(child_name, module) and parameter_free and not container:
+    if not _looks_positional(child_name, module) or container:
+        return None
+    if parameter_free:
         return str(rotary_call(module))  # the reason its call is not understood
-    return None
+    return _learned(module)
+
+
+def _learned(module: nn.Module) -> str | None:
+    """The reason a positional module made of trainable parameters (no single table: factors
+    in a ParameterList, as Reformer's axial embeddings) stays; None when it holds other
+    modules, which are examined on their own."""
+    lists = nn.ParameterList | nn.ParameterDict
+    if any(not isinstance(child, lists) for child in module.children()):
+        return None
+    names = ", ".join(repr(n) for n, p in module.named_parameters() if p.requires_grad)
+    if not names:
+        return None
+    return f"learned table (trainable parameters {names}, not a sinusoidal table)"
 
 
 def swap(model: nn.Module, strict: bool) -> SwapReport:
