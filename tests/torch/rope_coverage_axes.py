@@ -41,7 +41,8 @@ ROTATED_TOKENS = 512
 
 
 def short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return text if len(text) <= 140 else text[:137] + "..."
 
 
