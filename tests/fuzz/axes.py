@@ -29,8 +29,20 @@ from hypothesis import strategies as st
 import posenc
 
 from .checks import exact
+from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose
 from .reference import EPS, Channel, compare, exact_omega, exact_rows, sample_rows
-from .values import FLOAT_DTYPES, INF, INT_DTYPES, NAN, _float_array, _int_array
+from .values import (
+    BASES,
+    FLOAT_DTYPES,
+    INF,
+    INT_DTYPES,
+    NAN,
+    _float_array,
+    _int_array,
+    name,
+    reals,
+    scalings,
+)
 
 ORDERS = ("sectioned", "interleaved")
 SCHEDULES = ("shared", "dealt", "per_axis")
@@ -122,6 +134,25 @@ def check_matrix(result: Any, cols: Sequence[Column], n_axes: int) -> None:
         assert attention[k] == c.attention, f"attention[{k}] = {attention[k]!r}, not {c.attention}"
 
 
+def exact_tables(
+    coords: Sequence[Sequence[Any]], cols: Sequence[Column], pairs: str
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Exact float64 cos/sin ``(rows, 2n)`` at every row (attention factors applied), and the
+    largest angle error of the library there."""
+    n = len(cols)
+    order = list(range(n)) * 2 if pairs == "half" else [k for k in range(n) for _ in range(2)]
+    exact_coords = [tuple(exact(c) for c in row) for row in coords]
+    factors = np.array([cols[k].attention for k in order])
+    out = []
+    worst = 0.0
+    for kind in ("cos", "sin"):
+        channels = [Channel(kind, cols[k].axis, cols[k].omega, cols[k].rel) for k in order]
+        values, errors = exact_rows(exact_coords, channels)
+        out.append(values * factors)
+        worst = max(worst, float(np.max(errors, initial=0.0)))
+    return out[0], out[1], worst
+
+
 def check_tables(
     cos: np.ndarray,
     sin: np.ndarray,
@@ -148,6 +179,9 @@ def check_tables(
 
 
 # -- argument values ---------------------------------------------------------------------------
+
+#: names that count as naming a scaling or a base
+NAMES = {"scaling": ("scaling", "rope_type", "dim"), "base": ("base", "rope_theta")}
 
 
 def sections_for(n: int, n_axes: int) -> st.SearchStrategy[tuple[int, ...]]:
@@ -226,3 +260,56 @@ def length_of(coords: Sequence[Sequence[Any]]) -> int | None:
     """The default ``seq_len`` of length-dependent scalings: the largest coordinate + 1."""
     values = [float(c) for row in coords for c in row]
     return max(int(np.floor(max(values))) + 1, 0) if values else None
+
+
+def axis_request(a: Args, data: st.DataObject, n_max: int = 6) -> dict[str, Any]:
+    """sections, order, schedule, base, scaling (jointly valid when drawn valid), and what
+    they mean: ``n_axes``, ``n`` pairs, ``bases``, ``spec``."""
+    n_axes = data.draw(st.integers(1, 4), label="n_axes")
+    n = data.draw(st.integers(1, n_max), label="n")
+    sec = data.draw(sections_for(n, n_axes), label="sections value")
+    forms = st.sampled_from([sec, list(sec), np.array(sec), tuple(np.int64(s) for s in sec)])
+    a.draw("sections", choose(forms, st.sampled_from(BAD_SECTIONS)))
+    order = a.draw("order", name(ORDERS), optional=True)
+    schedule = a.draw("schedule", name(SCHEDULES), optional=True)
+    per_axis = schedule == "per_axis"
+    if per_axis and data.draw(st.booleans(), label="one base per axis"):
+        bad = [[1.0] * (n_axes + 1), [NAN] * n_axes, ["a"] * n_axes, [0.0] * n_axes, "ab"]
+        each = st.lists(reals(0.5, 1e6, (100.0, 10000.0)), min_size=n_axes, max_size=n_axes)
+        bases = a.draw("base", choose(each, st.sampled_from(bad)))
+    else:
+        base = a.draw("base", BASES, optional=True)
+        bases = [10000.0 if base is None else base] * n_axes
+        if a.kinds.get("base") == HOSTILE or (per_axis and isinstance(base, list)):
+            bases = [10000.0] * n_axes
+    if a.kinds.get("base") == HOSTILE:
+        bases = [10000.0] * n_axes
+    bases = [float(b) for b in bases]
+    live = [s for s in sec if s]
+    dim = 2 * (min(live) if per_axis else n)
+    scaling = a.draw("scaling", scalings(dim, min(bases)), optional=True)
+    spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
+    if spec is not None:
+        unequal = len(set(live)) > 1 and per_axis
+        theta = spec.params.get("rope_theta")
+        if (
+            (spec.rope_type == "dynamic" and dim < 4)
+            or (spec.rope_type == "longrope" and unequal)
+            or (theta is not None and len(set(bases)) > 1)
+        ):
+            a.kinds["scaling"] = DOUBTFUL
+    drawn = a.kinds["sections"] == VALID
+    try:
+        columns(sec, order or "sectioned", schedule or "shared", bases)
+    except Impossible:
+        a.kinds["sections"] = HOSTILE  # the interleaving cannot give an axis its pairs
+    return {
+        "n_axes": n_axes,
+        "n": n,
+        "sections": sec,
+        "order": order or "sectioned",
+        "schedule": schedule or "shared",
+        "bases": bases,
+        "spec": spec,
+        "sections_drawn": drawn,
+    }

@@ -14,11 +14,9 @@ from hypothesis import strategies as st
 import posenc
 
 from .axes import (
-    BAD_SECTIONS,
-    ORDERS,
-    SCHEDULES,
-    Impossible,
+    NAMES,
     axis_positions,
+    axis_request,
     check_matrix,
     check_tables,
     columns,
@@ -31,7 +29,6 @@ from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
 from .profile import fuzz
 from .reference import EPS, exact_omega
 from .values import (
-    BASES,
     HUGE,
     INF,
     NAN,
@@ -39,65 +36,9 @@ from .values import (
     count,
     integers,
     name,
-    reals,
-    scalings,
 )
 
 PAIRS = ("half", "interleaved")
-NAMES = {"scaling": ("scaling", "rope_type", "dim"), "base": ("base", "rope_theta")}
-
-
-def axis_request(a: Args, data: st.DataObject, n_max: int = 6) -> dict[str, Any]:
-    """sections, order, schedule, base, scaling (jointly valid when drawn valid), and what
-    they mean: ``n_axes``, ``n`` pairs, ``bases``, ``spec``."""
-    n_axes = data.draw(st.integers(1, 4), label="n_axes")
-    n = data.draw(st.integers(1, n_max), label="n")
-    sec = data.draw(sections_for(n, n_axes), label="sections value")
-    forms = st.sampled_from([sec, list(sec), np.array(sec), tuple(np.int64(s) for s in sec)])
-    a.draw("sections", choose(forms, st.sampled_from(BAD_SECTIONS)))
-    order = a.draw("order", name(ORDERS), optional=True)
-    schedule = a.draw("schedule", name(SCHEDULES), optional=True)
-    per_axis = schedule == "per_axis"
-    if per_axis and data.draw(st.booleans(), label="one base per axis"):
-        bad = [[1.0] * (n_axes + 1), [NAN] * n_axes, ["a"] * n_axes, [0.0] * n_axes, "ab"]
-        each = st.lists(reals(0.5, 1e6, (100.0, 10000.0)), min_size=n_axes, max_size=n_axes)
-        bases = a.draw("base", choose(each, st.sampled_from(bad)))
-    else:
-        base = a.draw("base", BASES, optional=True)
-        bases = [10000.0 if base is None else base] * n_axes
-        if a.kinds.get("base") == HOSTILE or (per_axis and isinstance(base, list)):
-            bases = [10000.0] * n_axes
-    if a.kinds.get("base") != VALID and "base" in a.kinds:
-        bases = [10000.0] * n_axes
-    bases = [float(b) for b in bases]
-    live = [s for s in sec if s]
-    dim = 2 * (min(live) if per_axis else n)
-    scaling = a.draw("scaling", scalings(dim, min(bases)), optional=True)
-    spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
-    if spec is not None:
-        unequal = len(set(live)) > 1 and per_axis
-        theta = spec.params.get("rope_theta")
-        if (
-            (spec.rope_type == "dynamic" and dim < 4)
-            or (spec.rope_type == "longrope" and unequal)
-            or (theta is not None and len(set(bases)) > 1)
-        ):
-            a.kinds["scaling"] = DOUBTFUL
-    drawn = a.kinds["sections"] == VALID
-    try:
-        columns(sec, order or "sectioned", schedule or "shared", bases)
-    except Impossible:
-        a.kinds["sections"] = HOSTILE  # the interleaving cannot give an axis its pairs
-    return {
-        "n_axes": n_axes,
-        "n": n,
-        "sections": sec,
-        "order": order or "sectioned",
-        "schedule": schedule or "shared",
-        "bases": bases,
-        "spec": spec,
-        "sections_drawn": drawn,
-    }
 
 
 def reference_columns(r: dict[str, Any], seq_len: int | None):
@@ -301,7 +242,7 @@ def multimodal_case(data: st.DataObject) -> tuple[Args, dict[str, Any]]:
             choose(
                 st.just(mask),
                 st.sampled_from(
-                    [[[2] * length] * len(rows), [[1] * (length + 1)] * len(rows), "m"]
+                    [[[2] * max(length, 1)] * len(rows), [[1] * (length + 1)] * len(rows), "m"]
                 ),
             ),
         )
@@ -445,7 +386,7 @@ def check_plan(plan: Any, meaning: dict[str, Any]) -> None:
             assert abs(omega[k] - want) <= (rel + 2 * EPS) * want, f"ω_{k} = {omega[k]!r}"
 
 
-@fuzz(scale=0.5)
+@fuzz()
 @given(st.data())
 def test_rope_plan(data: st.DataObject) -> None:
     config, meaning = plan_config(data)
