@@ -39,7 +39,7 @@ from .torch_values import (  # noqa: E402
     NOT_TENSORS,
     float_tensors,
 )
-from .torch_values import NAMES as DTYPE_NAMES
+from .torch_values import NAMES as DTYPE_NAMES  # noqa: E402
 from .values import HUGE, count, name  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
