@@ -315,7 +315,7 @@ HOSTILE_KEYS: dict[str, list[Any]] = {
 }
 #: rope parameters that are not posenc's: each must be an error naming it
 HOSTILE_PARAMS: dict[str, list[Any]] = {
-    "bogus_key": [1, None, "x"],
+    "bogus_key": [1, "x", [1]],  # None counts as not given (``posenc.rope_scaling``)
     "rope_type": ["nope", 3],
     "factor": [NAN, -2.0, "2"],
     "mrope_section": ["abc", [-1, 2, 2], [1, 1]],
