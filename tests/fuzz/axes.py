@@ -298,6 +298,9 @@ def axis_request(a: Args, data: st.DataObject, n_max: int = 6) -> dict[str, Any]
             or (theta is not None and len(set(bases)) > 1)
         ):
             a.kinds["scaling"] = DOUBTFUL
+    for key in ("order", "schedule"):
+        if key in a.kwargs and a.kwargs[key] is None:
+            a.kinds[key] = DOUBTFUL  # None: the default where the signature says so
     drawn = a.kinds["sections"] == VALID
     try:
         columns(sec, order or "sectioned", schedule or "shared", bases)

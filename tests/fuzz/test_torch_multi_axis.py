@@ -195,9 +195,6 @@ def test_hf_multi_axis_rotary(data: st.DataObject) -> None:
     a.draw("head_dim", choose(st.just(width), bad_dims, huge_dims))
     if isinstance(a.kwargs.get("base"), list) and a.kinds["base"] == VALID:
         a.kinds["base"] = DOUBTFUL  # one base per axis: the docs promise a number
-    for key in ("order", "schedule"):
-        if key in a.kwargs and a.kwargs[key] is None:
-            a.kinds[key] = DOUBTFUL  # None: the default
     if 0 in r["sections"] and a.kinds["sections"] == VALID:
         a.kinds["sections"] = DOUBTFUL  # the docs promise positive sections
     if not r["sections_drawn"] and a.kinds.get("head_dim") == VALID:
