@@ -298,7 +298,7 @@ def axis_request(a: Args, data: st.DataObject, n_max: int = 6) -> dict[str, Any]
             or (theta is not None and len(set(bases)) > 1)
         ):
             a.kinds["scaling"] = DOUBTFUL
-    for key in ("order", "schedule"):
+    for key in ("order", "schedule", "base"):
         if key in a.kwargs and a.kwargs[key] is None:
             a.kinds[key] = DOUBTFUL  # None: the default where the signature says so
     drawn = a.kinds["sections"] == VALID

@@ -220,7 +220,7 @@ def multimodal_case(data: st.DataObject) -> tuple[Args, dict[str, Any]]:
     images = [g for _, im, _ in rows for g in im]
     videos = [g for _, _, vi in rows for g in vi]
     padded = any(0 in m for m in mask)
-    bad_types = [[3] * max(length, 1), [[-1]], "0", [[0.5]], 0, None, [[True]]]
+    bad_types = [[3] * max(length, 1), [[-1]], "0", [[0.5]], 0, None, [["1"]]]
     a.draw(
         "token_types", choose(st.sampled_from([types, np.array(types)]), st.sampled_from(bad_types))
     )
@@ -247,6 +247,8 @@ def multimodal_case(data: st.DataObject) -> tuple[Args, dict[str, Any]]:
     bad_shard = [(0, length + 1), (1, 0) if length else (0, -1), "s", (0.5, 1)]
     shards = st.sampled_from([(lo, hi), slice(lo, hi)])
     a.draw("shard", choose(shards, st.sampled_from(bad_shard)), optional=True)
+    if a.kinds["token_types"] != VALID and a.kinds.get("shard") == VALID:
+        a.kinds["shard"] = DOUBTFUL  # other token types: the sequence length is unknown
     if not a.clean and a.kinds["token_types"] == VALID:
         for key in ("image_grids", "video_grids"):  # a count of grids that does not fit
             if a.kinds.get(key) == HOSTILE:
