@@ -229,7 +229,7 @@ def hostile_axis_positions(n_axes: int) -> st.SearchStrategy[Any]:
             3,
             2.5,
             np.zeros((2, other), dtype=np.int64),
-            np.zeros((other, 2, 4), dtype=np.int64) if other != 4 else np.zeros(2),
+            np.zeros((n_axes, 2, other), dtype=np.int64),  # (3, b, s) ids: moveaxis first
             np.zeros(n_axes + 2),
             np.full((1, n_axes), NAN),
             np.full((2, n_axes), INF, dtype=np.float32),
