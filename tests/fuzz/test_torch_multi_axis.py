@@ -141,6 +141,8 @@ def test_rotary_embedding_sections(data: st.DataObject) -> None:
     if extra:
         a.draw("rotary_dim", choose(st.just(width), st.sampled_from([width + 2 * extra, -2])))
     pairs = a.draw("pairs", name(PAIRS), optional=True)
+    if a.kwargs["sections"] is None:
+        a.kinds["sections"] = DOUBTFUL  # sections=None: 1-D RoPE
     if not r["sections_drawn"]:
         for arg in ("head_dim", "rotary_dim"):
             if a.kinds.get(arg) == VALID:
