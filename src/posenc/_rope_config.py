@@ -218,11 +218,12 @@ def _layer_count(d: dict[str, Any], where: str) -> int | None:
         return None
     if isinstance(layers, bool) or not isinstance(layers, numbers.Integral):
         raise TypeError(f"{where}.num_hidden_layers must be an integer, got {layers!r}")
-    if not 0 <= layers <= MAX_LAYERS:
+    count = int(layers)
+    if not 0 <= count <= MAX_LAYERS:
         raise ValueError(
             f"{where}.num_hidden_layers must be between 0 and {MAX_LAYERS}, got {layers!r}"
         )
-    return int(layers)
+    return count
 
 
 def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
