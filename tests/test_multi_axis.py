@@ -459,3 +459,11 @@ def test_grid_positions_row_major_merge_and_start():
 def test_grid_positions_errors(args, kwargs, error, message):
     with pytest.raises(error, match=re.escape(message)):
         grid_positions(*args, **kwargs)
+
+
+@pytest.mark.parametrize("sections", [[2**63, 1], [2**40, 1], [2**62], [1, 2**62, 2**62]])
+def test_sections_too_large_are_refused_before_allocating(sections):
+    with pytest.raises(ValueError, match=r"sections ask for .* more than"):
+        multi_axis_frequencies(sections)
+    with pytest.raises(ValueError, match=r"sections ask for .* more than"):
+        multi_axis_cos_sin(np.zeros((1, len(sections))), 8, sections=sections)

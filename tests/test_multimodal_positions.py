@@ -215,8 +215,8 @@ def test_shapes_any_leading_axes_and_dtypes():
             [1, 1, 1],
             {"image_grids": [[1, 2, 4], [1, 4, 4]], "spatial_merge": 2},
             ValueError,
-            "row 0: a run of 3 image tokens (real tokens 0..2) does not match its grids: "
-            "image 1 is 1 x 2 x 2 = 4 merged tokens",
+            "token_types row 0: a run of 3 image tokens (real tokens 0..2) does not match its "
+            "image_grids: image_grids[1] is 1 x 2 x 2 = 4 merged tokens",
         ),
         (
             [1, 1, 1],
@@ -264,3 +264,10 @@ def test_shapes_any_leading_axes_and_dtypes():
 def test_errors_name_the_argument(types, kwargs, error, message):
     with pytest.raises(error, match=re.escape(message)):
         multimodal_positions(types, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["image", "video"])
+def test_a_run_that_is_not_whole_grids_names_the_arguments(kind):
+    types = [0] + [1 if kind == "image" else 2] * 3 + [0]
+    with pytest.raises(ValueError, match=rf"token_types .* {kind}_grids"):
+        multimodal_positions(types, **{f"{kind}_grids": [[1, 2, 1], [1, 2, 1]]})

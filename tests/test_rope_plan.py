@@ -360,3 +360,15 @@ def test_gpt2_style_names_in_a_config_json() -> None:
     assert len(plan.layers) == 3
     layer = plan.layer()
     assert (layer.head_dim, layer.rotary_dim, layer.pairs) == (16, 8, "interleaved")
+
+
+@pytest.mark.parametrize("layers", ["2", 2.5, True, [2]])
+def test_a_layer_count_that_is_not_an_integer_is_refused(layers):
+    config = {"head_dim": 8, "rope_theta": 1e4, "num_hidden_layers": layers}
+    with pytest.raises((TypeError, ValueError), match="num_hidden_layers must be an integer"):
+        rope_plan(config)
+
+
+def test_a_numpy_integer_layer_count_gives_its_layers():
+    plan = rope_plan({"head_dim": 8, "rope_theta": 1e4, "num_hidden_layers": np.int64(3)})
+    assert len(plan.layers) == 3

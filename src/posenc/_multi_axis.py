@@ -129,6 +129,8 @@ def _check_sections(sections: Any) -> tuple[int, ...]:
     counts = tuple(check_int(f"sections[{i}]", s, minimum=0) for i, s in enumerate(sections))
     if sum(counts) == 0:
         raise ValueError(f"sections must give at least one pair in all, got {list(counts)}")
+    # the frequency matrix (n_axes, n_pairs) and its slot indices, refused before allocating
+    check_allocation("sections", (len(counts), sum(counts)), 8, 2)
     return counts
 
 

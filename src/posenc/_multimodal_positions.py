@@ -243,8 +243,9 @@ def _layout(
             grid = queue.take(kind)
             if grid.tokens > b - k:
                 raise ValueError(
-                    f"row {row}: a run of {b - a} {_KIND[kind]} tokens (real tokens {a}..{b - 1}) "
-                    f"does not match its grids: {_KIND[kind]} {queue.taken[kind] - 1} is "
+                    f"token_types row {row}: a run of {b - a} {_KIND[kind]} tokens (real tokens "
+                    f"{a}..{b - 1}) does not match its {_KIND[kind]}_grids: "
+                    f"{_KIND[kind]}_grids[{queue.taken[kind] - 1}] is "
                     f"{grid.t} x {grid.h} x {grid.w} = {grid.tokens} merged tokens"
                 )
             pieces.append(_Piece(k, k + grid.tokens, position, grid))

@@ -211,23 +211,29 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
 MAX_LAYERS = 1 << 16
 
 
-def _layer_count(d: dict[str, Any], where: str) -> None:
+def _layer_count(d: dict[str, Any], where: str) -> int | None:
+    """``num_hidden_layers``: None when the config does not say, else an int in range."""
     layers = d.get("num_hidden_layers")
-    if isinstance(layers, int) and not isinstance(layers, bool) and not 0 <= layers <= MAX_LAYERS:
+    if layers is None:
+        return None
+    if isinstance(layers, bool) or not isinstance(layers, numbers.Integral):
+        raise TypeError(f"{where}.num_hidden_layers must be an integer, got {layers!r}")
+    count = int(layers)
+    if not 0 <= count <= MAX_LAYERS:
         raise ValueError(
             f"{where}.num_hidden_layers must be between 0 and {MAX_LAYERS}, got {layers!r}"
         )
+    return count
 
 
 def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
-    _layer_count(d, where)
+    layers = _layer_count(d, where)
     types = d.get("layer_types")
     if types is not None:
         if isinstance(types, str) or not all(isinstance(t, str) for t in types):
             raise ValueError(f"{where}.layer_types must be a list of strings, got {types!r}")
         return tuple(types)
-    layers = d.get("num_hidden_layers")
-    if not isinstance(layers, int) or isinstance(layers, bool):
+    if layers is None:
         return None
     if d.get("rope_local_base_freq") is not None:  # Gemma 3 (4.x): every 6th layer global
         n = _int(where, "sliding_window_pattern", d.get("sliding_window_pattern") or 6)
@@ -311,8 +317,8 @@ def read_config(config: Any) -> ConfigReading:
     d, where, towers = _language_part(config)
     head_dim = _head_dim(d, where)
     layer_types = _layer_types(d, where)
-    count = len(layer_types) if layer_types is not None else d.get("num_hidden_layers")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+    count = len(layer_types) if layer_types is not None else _layer_count(d, where)
+    if count is not None and count < 1:
         count = None
     params, nested, source = _parameter_sets(d, where, layer_types)
     labels: tuple[str, ...] | None = None

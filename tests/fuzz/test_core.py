@@ -232,6 +232,37 @@ def test_rope_scaling(data: st.DataObject) -> None:
     run(a.call("posenc.rope_scaling", posenc.rope_scaling, check))
 
 
+#: a missing parameter is named by the error; which are required is the rope type's choice
+REQUIRED = ("factor", "original_max_position_embeddings", "short_factor", "long_factor")
+
+
+@fuzz(scale=0.5)
+@given(st.data())
+def test_rope_scaling_class(data: st.DataObject) -> None:
+    drawn = data.draw(
+        scalings(8, 10000.0).filter(
+            lambda d: isinstance(d.value, dict) and all(isinstance(k, str) for k in d.value)
+        )
+    )
+    params = dict(drawn.value)
+    if "rope_type" not in params:
+        params["rope_type"] = params.pop("type", "default")
+    kind = drawn.kind
+    if "short_factor" in params or "rope_theta" in params:
+        kind = DOUBTFUL  # checked against a dim or a base, given elsewhere
+    a = Args(data)
+    for key, value in params.items():
+        a.set(key, value, kind)  # a hostile set: the key at fault is one of them
+
+    def check(spec):
+        assert isinstance(spec, posenc.RopeScaling)
+        assert spec == posenc.rope_scaling(dict(params))
+        assert spec.rope_type == params["rope_type"]
+
+    aliases = {"rope_type": ("rope_type", *REQUIRED)}
+    run(a.call("posenc.RopeScaling", posenc.RopeScaling, check, aliases=aliases))
+
+
 def rotary_inputs(data: st.DataObject, a: Args):
     """x, and cos/sin tables built for a layout, drawn valid or hostile."""
     head_dim = data.draw(st.integers(1, 8).map(lambda k: 2 * k), label="head_dim")

@@ -1,0 +1,125 @@
+"""Every public callable is fuzzed: a new public function without a fuzz test fails here.
+
+The fuzz tests label each call they make (``Args.call("posenc.sinusoidal", ...)``,
+``Call("hf.MarianPositions", ...)``); this test reads those labels from the fuzz sources and
+asks for one per public callable of ``posenc``, ``posenc.torch``, ``posenc.torch.hf`` and
+``posenc.analysis``, except the names below, which are not called with arguments to fuzz.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+#: the label prefixes that name each public module's callables
+PREFIXES = {
+    "posenc": ("posenc.",),
+    "posenc.torch": ("posenc.torch.",),
+    "posenc.torch.hf": ("hf.", "posenc.torch.hf."),
+    "posenc.analysis": ("posenc.analysis.",),
+}
+
+_CONSTANT = "a constant, not a callable"
+_TYPE = "a type alias (Literal), not a callable"
+_RESULT = "a result type that the library returns; its fields are checked where it is returned"
+_MODULE = "a submodule; its own __all__ is checked"
+
+#: public names that are not callables taking arguments to fuzz, and why
+NOT_FUZZED = {
+    "posenc": {
+        "CONVENTIONS": _CONSTANT,
+        "GRID_CONVENTIONS": _CONSTANT,
+        "ROPE_TYPES": _CONSTANT,
+        "__version__": _CONSTANT,
+        "AxisOrder": _TYPE,
+        "AxisSchedule": _TYPE,
+        "ConventionName": _TYPE,
+        "GridConventionName": _TYPE,
+        "PairLayout": _TYPE,
+        "MultiAxisFrequencies": _RESULT,
+        "MultimodalPositions": _RESULT,
+        "RopeLayer": _RESULT,
+        "RopePlan": _RESULT,
+        "analysis": _MODULE,
+    },
+    "posenc.torch": {"hf": _MODULE},
+    "posenc.torch.hf": {"SwapReport": _RESULT},
+    "posenc.analysis": {
+        "DEFAULT_BASES": _CONSTANT,
+        "MAX_OFFSET": _CONSTANT,
+        "MAX_OFFSET_LIMIT": _CONSTANT,
+        "ODD_EXPONENT_BUG": _CONSTANT,
+        "Candidate": _RESULT,
+        "DistinctRows": _RESULT,
+        "Identification": _RESULT,
+        "PrecisionReport": _RESULT,
+        "Similarity": _RESULT,
+        "Wavelengths": _RESULT,
+        "MethodError": "an exception type, raised by identify",
+    },
+}
+
+
+def call_labels(sources: list[Path]) -> set[str]:
+    """The labels of the calls the fuzz tests make: the first argument of ``Call(...)`` and
+    ``<args>.call(...)`` when it is a string."""
+    labels = set()
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            named = (isinstance(func, ast.Name) and func.id == "Call") or (
+                isinstance(func, ast.Attribute) and func.attr == "call"
+            )
+            first = node.args[0]
+            if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
+                labels.add(first.value)
+    return labels
+
+
+def unfuzzed(module_name: str, labels: set[str]) -> list[str]:
+    """Public names of ``module_name`` that no fuzz call label names."""
+    module = importlib.import_module(module_name)
+    skip = NOT_FUZZED.get(module_name, {})
+    prefixes = PREFIXES[module_name]
+    return [
+        name
+        for name in module.__all__
+        if name not in skip and not any(prefix + name in labels for prefix in prefixes)
+    ]
+
+
+@pytest.mark.parametrize("module_name", sorted(PREFIXES))
+def test_every_public_callable_is_fuzzed(module_name: str) -> None:
+    if module_name.startswith("posenc.torch"):
+        pytest.importorskip("torch")
+    labels = call_labels(sorted(HERE.glob("test_*.py")))
+    missing = unfuzzed(module_name, labels)
+    assert not missing, (
+        f"{module_name}: no fuzz test calls {missing} (label a call "
+        f"{PREFIXES[module_name][0]}<name> in tests/fuzz, or list the name in NOT_FUZZED "
+        "with the reason)"
+    )
+
+
+@pytest.mark.parametrize("module_name", sorted(NOT_FUZZED))
+def test_exclusions_are_public_names(module_name: str) -> None:
+    if module_name.startswith("posenc.torch"):
+        pytest.importorskip("torch")
+    stale = set(NOT_FUZZED[module_name]) - set(importlib.import_module(module_name).__all__)
+    assert not stale, f"NOT_FUZZED lists names {module_name} no longer has: {sorted(stale)}"
+
+
+def test_a_public_function_without_a_fuzz_label_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "test_x.py"
+    source.write_text('run(a.call("posenc.sinusoidal", f, check))\nCall("hf.fake", f, {})\n')
+    labels = call_labels([source])
+    assert labels == {"posenc.sinusoidal", "hf.fake"}
+    assert "frequencies" in unfuzzed("posenc", labels)
+    assert "sinusoidal" not in unfuzzed("posenc", labels)
