@@ -372,3 +372,10 @@ def test_a_layer_count_that_is_not_an_integer_is_refused(layers):
 def test_a_numpy_integer_layer_count_gives_its_layers():
     plan = rope_plan({"head_dim": 8, "rope_theta": 1e4, "num_hidden_layers": np.int64(3)})
     assert len(plan.layers) == 3
+
+
+def test_layer_types_and_num_hidden_layers_must_agree() -> None:
+    """Three layer types for two layers is a malformed config, not a three-layer plan."""
+    config = {**LLAMA_V4, "num_hidden_layers": 2, "layer_types": ["full_attention"] * 3}
+    with pytest.raises(ValueError, match=r"layer_types.*3.*num_hidden_layers.*2"):
+        rope_plan(config)
