@@ -271,3 +271,10 @@ def test_a_run_that_is_not_whole_grids_names_the_arguments(kind):
     types = [0] + [1 if kind == "image" else 2] * 3 + [0]
     with pytest.raises(ValueError, match=rf"token_types .* {kind}_grids"):
         multimodal_positions(types, **{f"{kind}_grids": [[1, 2, 1], [1, 2, 1]]})
+
+
+def test_boolean_token_types_are_refused() -> None:
+    """True is not a token type (0 text, 1 image, 2 video); a boolean mask given by mistake is
+    refused by name instead of read as image tokens."""
+    with pytest.raises(TypeError, match="token_types"):
+        multimodal_positions(np.array([[False, True, True, False]]))

@@ -88,14 +88,16 @@ class _Grid(NamedTuple):
         return np.stack([self._times(k // plane), (k % plane) // self.w, k % self.w], axis=-1)
 
 
-def _int_array(name: str, value: Any, *, ndim: int | None = None) -> IntArray:
+def _int_array(
+    name: str, value: Any, *, ndim: int | None = None, booleans: bool = False
+) -> IntArray:
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an integer array, got {_show(value)}") from exc
     if array.size == 0 and array.dtype.kind == "f":  # [] comes out as float64
         array = array.astype(np.int64)
-    if array.dtype.kind not in "biu":
+    if array.dtype.kind not in ("biu" if booleans else "iu"):
         raise TypeError(f"{name} must be an integer array, got dtype {array.dtype}")
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
@@ -120,7 +122,7 @@ def _check_grids(name: str, grids: Any, merge: int) -> list[tuple[int, int, int]
 def _same_shape(name: str, value: Any, shape: tuple[int, ...], kinds: str) -> IntArray | None:
     if value is None:
         return None
-    array = _int_array(name, value)
+    array = _int_array(name, value, booleans=kinds == "01")  # a mask may be boolean
     if array.shape != shape:
         raise ValueError(f"{name} must have the shape of token_types {shape}, got {array.shape}")
     if kinds == "01" and not np.all((array == 0) | (array == 1)):
