@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import MAX_EXACT_POSITION, as_float, as_length, check_base, check_bool, check_int
+from ._checks import MAX_EXACT_POSITION, as_float, check_base, check_bool, check_int, check_length
 from ._frequencies import check_frequencies, check_omega_size, check_schedule_base, paper_schedule
 
 __all__ = [
@@ -433,7 +433,7 @@ def rope_frequencies(
     base = check_schedule_base("base", base)
     spec = rope_scaling(scaling)
     if seq_len is not None:
-        seq_len = as_length("seq_len", check_int("seq_len", seq_len, minimum=0))
+        seq_len = check_length("seq_len", seq_len)
     check_omega_size("dim", dim)
     omega = paper_schedule(dim, base)
     if spec is None:
