@@ -47,7 +47,10 @@ OFFSETS = count(0, 10**6, huge="doubtful")  # 2**53 - 1 is fine for one token
 def offset_shifts_positions(f: Args, positions: Any, offset: Any) -> None:
     """The limit holds for positions + offset: an out-of-range integer position (-2**53 - 1)
     may be brought back in by the offset, so such positions are doubtful once one is given."""
-    integral = isinstance(positions, torch.Tensor) and not positions.is_floating_point()
+    if isinstance(positions, torch.Tensor):
+        integral = not (positions.is_floating_point() or positions.is_complex())
+    else:
+        integral = isinstance(positions, np.ndarray) and positions.dtype.kind in "iu"
     if offset and integral and f.kinds.get("positions") != VALID:
         f.kinds["positions"] = DOUBTFUL
 
