@@ -25,8 +25,7 @@ def _collect(hidden: str, tmp_path: Path, *paths: str) -> subprocess.CompletedPr
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")])}
     env.pop("CI", None)  # under CI a missing reference fails on purpose; this is collection
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + list(paths),
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc._angle_addition import NUMPY_OPS
-from posenc._features import FeatureSlices, feature_slices, write_pairs
 from posenc._angles import ANGLE_BLOCK
+from posenc._features import FeatureSlices, feature_slices, write_pairs
 from posenc._sinusoidal import fill_table
 from tests.exact import exact_paper_table
 

@@ -8,9 +8,9 @@
 - The faces that only re-export (``posenc``, ``posenc.analysis``, ``posenc.torch``,
   ``posenc.torch.hf``) expose nothing beyond their ``__all__`` (and their public
   subpackages); ``posenc.torch.hf`` is a package whose ``__init__`` only re-exports.
-- Imports run down the tree: no import cycle (imports inside functions included), no module
-  imports the package it belongs to, and a private module imports no public face (only the
-  edges, ``posenc.cli``, use the public faces of other packages). At most 16 private modules
+- Imports run down the tree: no import cycle (imports inside functions included), and a
+  private module imports no public face: not the package it belongs to, and no other (only
+  the edges, ``posenc.cli``, use the public faces of other packages). At most 16 private modules
   at the root of ``src/posenc``: families live in folders (``_rope/``, ``_positions/``...).
 - Size limits, in code lines (docstrings, comments and blank lines not counted): no module
   over 450, no function over 80, no class over 200, and a module's ``forward`` about 25 (at
@@ -275,15 +275,17 @@ def test_the_cycle_finder_can_fail() -> None:
 
 
 def test_imports_run_down_the_tree() -> None:
-    """No module imports a package it belongs to; a private module imports no public face
-    (the edges excepted)."""
+    """A private module imports no public face: not its own package's, and no other (the
+    edges excepted)."""
     upward = []
     for name, targets in _graph().items():
         edge = any(name == e or name.startswith(e + ".") for e in EDGES)
         for target, line in targets:
+            if not _is_private(name) or _is_private(target):
+                continue
             if name.startswith(target + "."):
-                upward.append(f"{name}:{line} imports its own package {target}")
-            elif _is_private(name) and not _is_private(target) and not edge:
+                upward.append(f"{name}:{line} imports its own package's face {target}")
+            elif not edge:
                 upward.append(f"{name}:{line} imports the public face {target}")
     assert upward == []
 
@@ -317,9 +319,7 @@ def test_hf_is_a_package_whose_init_only_reexports() -> None:
     assert _code_lines(source.splitlines(), tree) < 60
     for statement in tree.body[1:]:  # after the docstring
         reexport = isinstance(statement, ast.ImportFrom) and statement.level == 1
-        listing = isinstance(statement, ast.Assign) and ast.unparse(statement).startswith(
-            "__all__"
-        )
+        listing = isinstance(statement, ast.Assign) and ast.unparse(statement).startswith("__all__")
         assert reexport or listing, ast.unparse(statement)
 
 

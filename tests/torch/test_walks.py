@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _walk_tool() -> ModuleType:
     spec = importlib.util.spec_from_file_location("posenc_walk", ROOT / "tools" / "walk.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
