@@ -13,33 +13,9 @@ import pytest
 import posenc
 from posenc.cli import build_parser, main
 
+from .configs import GEMMA3, LLAMA3
 from .test_cli_help import SUBCOMMANDS
 
-LLAMA3 = {
-    "model_type": "llama",
-    "hidden_size": 256,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 4,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
-}
-GEMMA3 = {
-    "model_type": "gemma3_text",
-    "head_dim": 16,
-    "num_hidden_layers": 6,
-    "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
-    "rope_parameters": {
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-    },
-}
 QWEN2_VL = {
     "model_type": "qwen2_vl",
     "hidden_size": 512,

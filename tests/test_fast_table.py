@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc._angle_addition import NUMPY_OPS
+from posenc._angles import ANGLE_BLOCK
 from posenc._features import FeatureSlices, feature_slices, write_pairs
-from posenc._sinusoidal import ANGLE_BLOCK, fill_table
+from posenc._sinusoidal import fill_table
 from tests.exact import exact_paper_table
 
 CONVENTIONS = sorted(posenc.CONVENTIONS)

@@ -5,10 +5,16 @@
   (a leading underscore), so no public function hides a module.
 - ``__all__`` holds the design's public API, every name README/docs use and the types public
   functions return; README, docs, examples and benchmarks use public names only.
-- Size limits: no file under ``src/posenc`` over 700 lines (``wc -l``), no function over 80
-  and no class over 200 code lines (docstrings, comments and blank lines not counted), and a
-  module's ``forward`` about 25 code lines (at most 30): check the input, get the rows, call
-  one kernel.
+- The faces that only re-export (``posenc``, ``posenc.analysis``, ``posenc.torch``,
+  ``posenc.torch.hf``) expose nothing beyond their ``__all__`` (and their public
+  subpackages); ``posenc.torch.hf`` is a package whose ``__init__`` only re-exports.
+- Imports run down the tree: no import cycle (imports inside functions included), and a
+  private module imports no public face: not the package it belongs to, and no other (only
+  the edges, ``posenc.cli``, use the public faces of other packages). At most 16 private modules
+  at the root of ``src/posenc``: families live in folders (``_rope/``, ``_positions/``...).
+- Size limits, in code lines (docstrings, comments and blank lines not counted): no module
+  over 450, no function over 80, no class over 200, and a module's ``forward`` about 25 (at
+  most 30): check the input, get the rows, call one kernel.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ DESIGN = {
     ],
 }
 
-MAX_FILE_LINES = 700
+MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
 MAX_CLASS_LINES = 200
 MAX_FORWARD_LINES = 30
@@ -168,6 +174,155 @@ def test_types_public_functions_return_are_exported() -> None:
     assert not missing
 
 
+# -- the faces re-export, imports run down the tree -----------------------------------------------
+
+#: Public modules that only re-export: nothing public in them but ``__all__``.
+FACES = ("posenc", "posenc.analysis", "posenc.torch", "posenc.torch.hf")
+#: The edges: public packages whose private modules use the public faces of others.
+EDGES = ("posenc.cli",)
+MAX_ROOT_PRIVATE = 16
+
+
+def _is_private(name: str) -> bool:
+    return any(part.startswith("_") for part in name.split("."))
+
+
+def _module_file(name: str) -> Path | None:
+    relative = Path(*name.split("."))
+    for path in (SRC.parent / relative / "__init__.py", SRC.parent / relative.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(name: str) -> list[tuple[str, int]]:
+    """Every posenc module that module ``name`` imports, anywhere in its file (inside
+    functions too), with the line: ``(module, line)``."""
+    path = _module_file(name)
+    assert path is not None, name
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name.startswith("posenc")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("posenc"):
+                continue
+            for alias in node.names:  # ``from pkg import submodule`` imports the submodule
+                inner = f"{target}.{alias.name}"
+                found.append((inner if _module_file(inner) else target, node.lineno))
+    return [(t, line) for t, line in found if t != name]
+
+
+def _graph() -> dict[str, list[tuple[str, int]]]:
+    return {name: _imports(name) for name in _all_modules()}
+
+
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in graph:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                    break
+                if nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: [t for t, _ in targets] for name, targets in _graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_can_fail() -> None:
+    assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert _cycles({"a": ["b"], "b": []}) == []
+
+
+def test_imports_run_down_the_tree() -> None:
+    """A private module imports no public face: not its own package's, and no other (the
+    edges excepted)."""
+    upward = []
+    for name, targets in _graph().items():
+        edge = any(name == e or name.startswith(e + ".") for e in EDGES)
+        for target, line in targets:
+            if not _is_private(name) or _is_private(target):
+                continue
+            if name.startswith(target + "."):
+                upward.append(f"{name}:{line} imports its own package's face {target}")
+            elif not edge:
+                upward.append(f"{name}:{line} imports the public face {target}")
+    assert upward == []
+
+
+def test_the_root_holds_at_most_16_private_modules() -> None:
+    private = sorted(
+        p.name for p in SRC.iterdir() if p.name.startswith("_") and not p.name.startswith("__")
+    )
+    assert len(private) <= MAX_ROOT_PRIVATE, private
+
+
+@pytest.mark.parametrize("name", FACES)
+def test_faces_expose_nothing_beyond_all(name: str) -> None:
+    module = _importable(name)
+    if module is None:
+        pytest.skip(f"{OPTIONAL[name]} is not installed")
+    extra = []
+    for attr in dir(module):
+        value = getattr(module, attr)
+        public_module = isinstance(value, ModuleType) and value.__name__ in PUBLIC
+        if not attr.startswith("_") and attr not in module.__all__ and not public_module:
+            extra.append(attr)
+    assert extra == []
+
+
+def test_hf_is_a_package_whose_init_only_reexports() -> None:
+    init = SRC / "torch" / "hf" / "__init__.py"
+    assert init.is_file(), "posenc.torch.hf must be a package (src/posenc/torch/hf/)"
+    source = init.read_text()
+    tree = ast.parse(source)
+    assert _code_lines(source.splitlines(), tree) < 60
+    for statement in tree.body[1:]:  # after the docstring
+        reexport = isinstance(statement, ast.ImportFrom) and statement.level == 1
+        listing = isinstance(statement, ast.Assign) and ast.unparse(statement).startswith("__all__")
+        assert reexport or listing, ast.unparse(statement)
+
+
 # -- README, docs, examples and benchmarks use public names only ------------------------------
 
 _FROM = re.compile(r"from\s+(posenc[\w.]*)\s+import\s+(\([^)]*\)|[^\n#]+)")
@@ -225,12 +380,16 @@ def test_the_public_name_check_can_fail() -> None:
 
 
 def _code_lines(source: list[str], node: ast.AST) -> int:
-    """Lines of ``node`` that are code: no docstring, comment or blank line."""
-    lines = set(range(node.lineno, node.end_lineno + 1))  # type: ignore[attr-defined]
+    """Lines of ``node`` (a module, class or function) that are code: no docstring, comment or
+    blank line."""
+    if isinstance(node, ast.Module):
+        lines = set(range(1, len(source) + 1))
+    else:
+        lines = set(range(node.lineno, node.end_lineno + 1))  # type: ignore[attr-defined]
     for inner in ast.walk(node):
         body = getattr(inner, "body", None)
         if (
-            isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            isinstance(inner, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
             and body
             and isinstance(body[0], ast.Expr)
             and isinstance(body[0].value, ast.Constant)
@@ -248,9 +407,11 @@ def _oversized() -> list[str]:
         text = path.read_text()
         source = text.splitlines()
         where = path.relative_to(SRC.parent)
-        if len(source) > MAX_FILE_LINES:
-            found.append(f"{where}: {len(source)} lines")
-        for node in ast.walk(ast.parse(text)):
+        tree = ast.parse(text)
+        count = _code_lines(source, tree)
+        if count > MAX_MODULE_LINES:
+            found.append(f"{where}: {count} code lines")
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 limit = MAX_FORWARD_LINES if node.name == "forward" else MAX_FUNCTION_LINES
                 count = _code_lines(source, node)
@@ -271,6 +432,8 @@ def test_code_line_count_ignores_docstrings_comments_and_blanks() -> None:
     source = 'def f():\n    """Doc\n    string."""\n    # comment\n\n    x = 1\n    return x\n'
     node = ast.parse(source).body[0]
     assert _code_lines(source.splitlines(), node) == 3
+    module = '"""Module\ndocstring."""\n\nimport os  # why\n' + source
+    assert _code_lines(module.splitlines(), ast.parse(module)) == 4
 
 
 def test_import_posenc_keeps_the_private_modules_private() -> None:

@@ -16,32 +16,9 @@ from hypothesis import strategies as st
 import posenc
 from posenc import rope_plan
 
-LLAMA_V4 = {
-    "model_type": "llama",
-    "hidden_size": 256,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 2,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
-}
+from .configs import GEMMA3, LLAMA3
 
-GEMMA3_V5 = {
-    "model_type": "gemma3_text",
-    "head_dim": 16,
-    "num_hidden_layers": 6,
-    "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
-    "rope_parameters": {
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-    },
-}
+LLAMA_V4 = {**LLAMA3, "num_hidden_layers": 2}  # the v4 spelling (rope_scaling), two layers
 
 
 def omega(dim: int, base: float) -> np.ndarray:
@@ -73,7 +50,7 @@ def test_v5_flat_rope_parameters_without_scaling() -> None:
 
 
 def test_nested_per_layer_type() -> None:
-    plan = rope_plan(GEMMA3_V5)
+    plan = rope_plan(GEMMA3)
     assert [layer.rope_type for layer in plan] == ["default"] * 5 + ["linear"]
     assert plan[0] is plan[4]
     assert plan[0].base == 10000.0
@@ -87,7 +64,7 @@ def test_nested_per_layer_type() -> None:
 
 
 def test_ambiguous_layer_type_names_the_types() -> None:
-    plan = rope_plan(GEMMA3_V5)
+    plan = rope_plan(GEMMA3)
     with pytest.raises(ValueError, match=r"pass layer_type= one of \['full_attention', 'sl"):
         plan.layer()
     with pytest.raises(ValueError, match=r"layer_type must be one of .* got 'global'"):
@@ -106,7 +83,7 @@ def test_v4_gemma3_spelling_rope_local_base_freq() -> None:
     }
     plan = rope_plan(config)
     ours = [(x.layer_type, x.rope_type, x.base) for x in plan]
-    want = [(x.layer_type, x.rope_type, x.base) for x in rope_plan(GEMMA3_V5)]
+    want = [(x.layer_type, x.rope_type, x.base) for x in rope_plan(GEMMA3)]
     assert ours == want
 
 
@@ -335,7 +312,7 @@ def test_bad_values_are_named_with_where_they_are() -> None:
 
 
 def test_frequencies_are_read_only() -> None:
-    layer = rope_plan(GEMMA3_V5).layer("full_attention")
+    layer = rope_plan(GEMMA3).layer("full_attention")
     with pytest.raises(ValueError, match="read-only"):
         layer.frequencies[0] = 1.0
 

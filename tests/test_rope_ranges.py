@@ -2,7 +2,7 @@
 
 Each case once broke deep inside the formulas (a division by zero, an overflow) or returned
 NaN or infinite frequencies. The check lives in the core (``_frequencies``,
-``_rope_scaling``), so every front-end raises the same error; the torch front-ends are
+``_rope/scaling.py``), so every front-end raises the same error; the torch front-ends are
 checked in ``tests/torch/test_rope_ranges.py``.
 """
 

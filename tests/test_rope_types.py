@@ -15,29 +15,29 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import _rope_scaling
+from posenc._rope import records
 
 LINEAR = {"rope_type": "linear", "factor": 3.0}
 THROWAWAY = {"rope_type": "throwaway", "divisor": 3.0}
 
 
 @pytest.fixture
-def throwaway() -> Iterator[_rope_scaling.RopeType]:
-    record = _rope_scaling.RopeType(
+def throwaway() -> Iterator[records.RopeType]:
+    record = records.RopeType(
         name="throwaway",
-        keys={"divisor": _rope_scaling.positive},
+        keys={"divisor": records.positive},
         required=("divisor",),
         transform=lambda r: (r.omega / r.params["divisor"], 1.0),
         description="a test type: w_k / divisor",
     )
-    _rope_scaling.register(record)
+    records.register(record)
     try:
         yield record
     finally:
-        del _rope_scaling._RECORDS["throwaway"]
+        del records._RECORDS["throwaway"]
 
 
-def test_the_record_is_a_known_rope_type(throwaway: _rope_scaling.RopeType) -> None:
+def test_the_record_is_a_known_rope_type(throwaway: records.RopeType) -> None:
     assert posenc.ROPE_TYPES["throwaway"] == "a test type: w_k / divisor"
     spec = posenc.rope_scaling(THROWAWAY)
     assert spec.rope_type == "throwaway"
@@ -45,7 +45,7 @@ def test_the_record_is_a_known_rope_type(throwaway: _rope_scaling.RopeType) -> N
     assert repr(spec) == "RopeScaling(rope_type='throwaway', divisor=3.0)"
 
 
-def test_its_keys_are_checked(throwaway: _rope_scaling.RopeType) -> None:
+def test_its_keys_are_checked(throwaway: records.RopeType) -> None:
     with pytest.raises(ValueError, match=r"scaling\['divisor'\] is required"):
         posenc.rope_scaling({"rope_type": "throwaway"})
     with pytest.raises(ValueError, match=r"scaling\['divisor'\] must be a positive finite"):
@@ -54,7 +54,7 @@ def test_its_keys_are_checked(throwaway: _rope_scaling.RopeType) -> None:
         posenc.rope_scaling({"rope_type": "throwaway", "divisor": 2.0, "factor": 2.0})
 
 
-def test_numpy_tables(throwaway: _rope_scaling.RopeType) -> None:
+def test_numpy_tables(throwaway: records.RopeType) -> None:
     got = posenc.rotary_cos_sin(50, 16, scaling=THROWAWAY)
     want = posenc.rotary_cos_sin(50, 16, scaling=LINEAR)
     np.testing.assert_array_equal(got[0], want[0])
@@ -73,7 +73,7 @@ needs_torch = pytest.mark.skipif(
 
 
 @needs_torch
-def test_torch_module_functional_and_config_reader(throwaway: _rope_scaling.RopeType) -> None:
+def test_torch_module_functional_and_config_reader(throwaway: records.RopeType) -> None:
     import torch
 
     from posenc.torch import RotaryEmbedding, rotary_cos_sin

@@ -25,15 +25,10 @@ from posenc import (
     rotary_cos_sin,
 )
 
+from .configs import LLAMA3_ROPE_SCALING
+
 PAIRS = ("half", "interleaved")
 
-LLAMA3 = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
 LONGROPE = {
     "rope_type": "longrope",
@@ -320,7 +315,7 @@ def llama3_reference(omega, factor, low, high, original):
 
 
 def test_llama3_keeps_high_divides_low_and_blends_medium_frequencies():
-    omega, attention = rope_frequencies(128, base=500000.0, scaling=LLAMA3)
+    omega, attention = rope_frequencies(128, base=500000.0, scaling=LLAMA3_ROPE_SCALING)
     plain = plain_omega(128, 500000.0)
     expected = llama3_reference(plain, 8.0, 1.0, 4.0, 8192)
     np.testing.assert_allclose(omega, expected, rtol=1e-14)
@@ -430,7 +425,9 @@ def test_rope_scaling_normalises_dicts():
     assert set(ROPE_TYPES) == {
         *("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional", "ntk_alpha")
     }
-    spec = rope_scaling({**LLAMA3, "rope_theta": 500000.0, "max_position_embeddings": 131072})
+    spec = rope_scaling(
+        {**LLAMA3_ROPE_SCALING, "rope_theta": 500000.0, "max_position_embeddings": 131072}
+    )
     assert spec.rope_theta == 500000.0
     assert "llama3" in repr(spec)
     # a RopeScaling and its dict give the same tables
@@ -488,7 +485,7 @@ ERRORS = [
         r"scaling\['factor'\] is not a parameter of rope_type 'default' \(its parameters: none\)",
     ),
     (
-        lambda: rope_scaling({**LLAMA3, "mrope_section": [1, 2]}),
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "mrope_section": [1, 2]}),
         ValueError,
         r"scaling\['mrope_section'\] is not a parameter of rope_type 'llama3'",
     ),
@@ -519,17 +516,19 @@ ERRORS = [
         "rope_type 'dynamic' takes one length",
     ),
     (
-        lambda: rope_scaling({k: v for k, v in LLAMA3.items() if k != "low_freq_factor"}),
+        lambda: rope_scaling(
+            {k: v for k, v in LLAMA3_ROPE_SCALING.items() if k != "low_freq_factor"}
+        ),
         ValueError,
         r"scaling\['low_freq_factor'\] is required for rope_type 'llama3'",
     ),
     (
-        lambda: rope_scaling({**LLAMA3, "high_freq_factor": 1.0}),
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "high_freq_factor": 1.0}),
         ValueError,
         r"scaling\['high_freq_factor'\] must be greater than scaling\['low_freq_factor'\]",
     ),
     (
-        lambda: rope_scaling({**LLAMA3, "original_max_position_embeddings": 8192.0}),
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "original_max_position_embeddings": 8192.0}),
         TypeError,
         r"scaling\['original_max_position_embeddings'\] must be an integer >= 1, got 8192.0",
     ),

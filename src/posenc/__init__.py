@@ -10,35 +10,30 @@ command line in ``posenc.cli``.
 (4, 6)
 """
 
-from __future__ import annotations
-
-from . import (
-    _rope_scaling_extra,  # noqa: F401  (registers proportional, ntk_alpha)
-    analysis,
-)
+from . import analysis
 from ._conventions import CONVENTIONS, ConventionName
 from ._describe import describe
 from ._features import PairLayout
 from ._frequencies import frequencies
 from ._grid import GRID_CONVENTIONS, GridConventionName, sinusoidal_grid
-from ._grid_positions import grid_positions
-from ._multi_axis import (
+from ._positions.grid import grid_positions
+from ._positions.multimodal import MultimodalPositions, multimodal_positions
+from ._positions.sequence import (
+    positions_from_cu_seqlens,
+    positions_from_mask,
+    positions_from_segments,
+    positions_from_tokens,
+)
+from ._rope.multi_axis import (
     AxisOrder,
     AxisSchedule,
     MultiAxisFrequencies,
     multi_axis_cos_sin,
     multi_axis_frequencies,
 )
-from ._multimodal_positions import MultimodalPositions, multimodal_positions
-from ._positions import (
-    positions_from_cu_seqlens,
-    positions_from_mask,
-    positions_from_segments,
-    positions_from_tokens,
-)
-from ._rope_plan import RopeLayer, RopePlan, rope_plan
-from ._rope_scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
-from ._rotary import apply_rotary, rotary_cos_sin
+from ._rope.plan import RopeLayer, RopePlan, rope_plan
+from ._rope.rotary import apply_rotary, rotary_cos_sin
+from ._rope.scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
 from ._sinusoidal import sinusoidal
 from ._switches import set_fast_paths
 from ._timestep import timestep_embedding

@@ -1,6 +1,6 @@
-"""The fast engine of the angle-addition table (private; the formula is in ``_sinusoidal``).
+"""The fast engine of the angle-addition table (private; the formula is in ``_angles``).
 
-:func:`posenc._sinusoidal.angle_addition` defines the values of integer positions in a rounded
+:func:`posenc._angles.angle_addition` defines the values of integer positions in a rounded
 dtype: ``p = hi + lo``, ``lo = p mod ANGLE_BLOCK``, then one product of the unit phasors of
 ``lo·ω`` and ``hi·ω`` per element. This engine computes the same float64 arithmetic with far
 fewer sin/cos calls: the phasors ``sin(lo·ω) + i cos(lo·ω)`` and ``cos(hi·ω) − i sin(hi·ω)``
@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ._angles import ANGLE_BLOCK, split_positions
 from ._features import FeatureSlices, write_pairs
-from ._sinusoidal import ANGLE_BLOCK, split_positions
 
 __all__ = ["NUMPY_OPS", "AngleOps", "fill_by_angle_addition", "fill_rows"]
 

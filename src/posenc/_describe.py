@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from ._checks import _show
-from .analysis import Candidate, Identification, PrecisionReport
+from .analysis._results import Candidate, Identification, PrecisionReport
 
 __all__ = ["describe"]
 

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import analysis
 from ._checks import check_int
 from ._conventions import ConventionName
 from ._features import feature_slices
 from ._sinusoidal import sinusoidal
+from .analysis._properties import check_shift
+from .analysis._recipes import float32_recipe
 
 MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
 #: heatmap(), similarity_plot(): longer ranges are drawn from this many evenly spaced positions
@@ -134,11 +135,11 @@ def shift_residuals(
         tables = (
             sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64),
             sinusoidal(positions, d_model, base=base, convention=name),
-            analysis.float32_recipe(positions, d_model, base=base, convention=name),
+            float32_recipe(positions, d_model, base=base, convention=name),
         )
         for label, table in zip(SHIFT_TABLES, tables, strict=True):
             for k in shifts:
                 rows = table[: SHIFT_WINDOW + k]
-                value = analysis.check_shift(rows, k, base=base, convention=name)
+                value = check_shift(rows, k, base=base, convention=name)
                 residuals.setdefault((label, k), []).append(value)
     return residuals

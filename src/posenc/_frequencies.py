@@ -16,7 +16,7 @@ refused (:func:`check_schedule_base`): above it every ω_k is at most :data:`MAX
 = 2**970, and every angle p·ω_k of a position |p| <= 2**53 stays finite (no NaN columns).
 
 Rotary embeddings (RoPE) use the ``paper`` schedule of their rotated dimension, transformed by
-the context-extension scalings of Hugging Face ``rope_parameters`` (see ``_rope_scaling``).
+the context-extension scalings of Hugging Face ``rope_parameters`` (see ``_rope/scaling.py``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Two float64 formulas define the values:
       sin(p·ω) = sin(lo·ω)·cos(hi·ω) + cos(lo·ω)·sin(hi·ω)
       cos(p·ω) = cos(lo·ω)·cos(hi·ω) − sin(lo·ω)·sin(hi·ω)
 
-  (:func:`angle_addition`). Its float64 value differs from the direct one only because the
+  (``_angles.angle_addition``). Its float64 value differs from the direct one only because the
   angle is rounded in two parts (``hi·ω``, ``lo·ω``) instead of one, about |p|·3e-16 plus a
   few ulps, the size of the direct build's own angle error; so the rounded table is the
   direct one rounded once except for values that close to a rounding boundary (rare below
@@ -32,54 +32,21 @@ arithmetic, the same bits). :func:`fill_table` chooses it unless ``posenc.set_fa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ._angle_addition import NUMPY_OPS, fill_by_angle_addition
+from ._angles import angle_addition, angles, row_blocks, split_positions
 from ._checks import check_base, check_float_dtype, check_int
 from ._conventions import ConventionName
 from ._features import FeatureSlices, feature_slices, fill_features
 from ._frequencies import frequencies
-from ._positions import table_positions
+from ._positions.sequence import table_positions
 from ._switches import fast_paths_enabled
 
-__all__ = ["ANGLE_BLOCK", "angle_addition", "fill_table", "sinusoidal", "split_positions"]
-
-# Rows per chunk when filling a table: keeps the float64 temporaries near 2 MiB each.
-_CHUNK_ELEMENTS = 1 << 18
-
-#: Integer positions are split as p = hi + lo with lo = p mod ANGLE_BLOCK (angle addition).
-#: A property of the values, not a tuning knob: every front-end and every table length uses
-#: the same split, so a position gets the same value wherever it is computed.
-ANGLE_BLOCK = 64
-
-
-def split_positions(positions: Any) -> tuple[Any, Any]:
-    """``(hi, lo)`` with ``positions = hi + lo`` and ``lo = positions mod ANGLE_BLOCK`` (in
-    [0, ANGLE_BLOCK), also for negative positions). Integer arrays or tensors in, same out."""
-    lo = positions % ANGLE_BLOCK
-    return positions - lo, lo
-
-
-def angle_addition(
-    hi: Any, lo: Any, omega: Any, sin: Callable[[Any], Any], cos: Callable[[Any], Any]
-) -> tuple[Any, Any]:
-    """``(sin, cos)`` of ``(hi + lo)·ω`` by angle addition: float64 ``(*S, n)``.
-
-    ``hi`` and ``lo`` are float64 of shape ``S`` (the two parts of integer positions, see
-    :func:`split_positions`), ``omega`` float64 ``(n,)``; ``sin``/``cos`` are the array
-    library's functions (NumPy or torch). Four products and two sums per element, in float64.
-
-    >>> hi, lo = split_positions(np.array([5, 200]))
-    >>> s, c = angle_addition(hi.astype(float), lo.astype(float), np.array([1.0]), np.sin, np.cos)
-    >>> bool(np.allclose(s[:, 0], np.sin([5.0, 200.0]), rtol=0, atol=1e-14))
-    True
-    """
-    a, b = hi[..., None] * omega, lo[..., None] * omega
-    sin_a, cos_a, sin_b, cos_b = sin(a), cos(a), sin(b), cos(b)
-    return sin_b * cos_a + cos_b * sin_a, cos_b * cos_a - sin_b * sin_a
+__all__ = ["fill_table", "sinusoidal"]
 
 
 def sinusoidal(
@@ -150,24 +117,20 @@ def fill_table(
     """
     by_addition = positions.dtype.kind in "iu" and out.dtype != np.float64
     if by_addition and fast_paths_enabled():
-        from ._angle_addition import NUMPY_OPS, fill_by_angle_addition
-
         fill_by_angle_addition(
             out, positions.astype(np.int64, copy=False), omega, layout, NUMPY_OPS
         )
         return
-    rows = max(1, _CHUNK_ELEMENTS // max(omega.shape[0], 1))
-    for start in range(0, positions.shape[0], rows):
-        chunk = positions[start : start + rows]
+    for rows in row_blocks(positions.shape[0], omega.shape[0]):
+        chunk = positions[rows]
         if by_addition:
             hi, lo = split_positions(chunk.astype(np.int64, copy=False))
             sin, cos = angle_addition(
                 hi.astype(np.float64), lo.astype(np.float64), omega, np.sin, np.cos
             )
-            target = out[start : start + rows]
+            target = out[rows]
             target[:, layout.sin] = sin[:, : layout.n_sin]
             target[:, layout.cos] = cos[:, : layout.n_cos]
             target[:, layout.zero] = 0
         else:
-            angles = np.multiply.outer(chunk.astype(np.float64), omega)
-            fill_features(out[start : start + rows], angles, layout, np.sin, np.cos)
+            fill_features(out[rows], angles(chunk, omega), layout, np.sin, np.cos)

@@ -114,6 +114,11 @@ def columns(
     return [c for c in out if c is not None]
 
 
+def reference_columns(r: dict[str, Any], seq_len: int | None) -> list[Column]:
+    """The exact columns of the request ``r`` (``axis_request``) at ``seq_len``."""
+    return columns(r["sections"], r["order"], r["schedule"], r["bases"], r["spec"], seq_len)
+
+
 def check_matrix(result: Any, cols: Sequence[Column], n_axes: int) -> None:
     """A :class:`posenc.MultiAxisFrequencies` equals the reference columns."""
     matrix, attention = result

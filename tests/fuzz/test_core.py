@@ -21,6 +21,7 @@ from .checks import (
     rope_reference,
 )
 from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
+from .frontends import PAIRS, numpy_dtype
 from .profile import fuzz
 from .reference import (
     EPS,
@@ -49,13 +50,8 @@ from .values import (
     timesteps,
 )
 
-PAIRS = ("half", "interleaved")
 NOT_NONE = [v for v in WRONG_TYPES if v is not None]
 BAD_PAIRS = ["", "neox", "HALF", None, 1, ["half"], b"half"]
-
-
-def out_dtype(args: Args, default=np.float32) -> np.dtype:
-    return np.dtype(args.kwargs["dtype"]) if "dtype" in args.kwargs else np.dtype(default)
 
 
 def fast_paths(data: st.DataObject, fn):
@@ -81,7 +77,7 @@ def test_sinusoidal(data: st.DataObject) -> None:
 
     def check(out):
         shape, flat = meaning(pos)
-        dtype = out_dtype(a)
+        dtype = numpy_dtype(a)
         expect_array(out, (*shape, int(d)), dtype)
         channels = sinusoid_channels(int(d), float(base or 10000.0), conv or "paper")
         check_rows(out.reshape(-1, int(d)).astype(np.float64), flat, channels, dtype.name)
@@ -156,7 +152,7 @@ def test_rotary_cos_sin(data: st.DataObject) -> None:
         r, omega, attention = rope_reference(
             int(rope["head_dim"]), rope["rotary_dim"], rope["base"], rope["scaling"], length
         )
-        dtype = out_dtype(a)
+        dtype = numpy_dtype(a)
         for table in (cos, sin):
             expect_array(table, (*shape, r), dtype)
         check_rope_tables(
@@ -430,7 +426,7 @@ def test_sinusoidal_grid(data: st.DataObject) -> None:
     def check(out):
         shape = tuple(int(n) for n in a.kwargs["shape"])
         d = int(a.kwargs["d_model"])
-        dtype = out_dtype(a)
+        dtype = numpy_dtype(a)
         flat = flatten is None or bool(flatten)
         cells = math.prod(shape)
         expect_array(out, (rows_extra + cells, d) if flat else (*shape, d), dtype)
@@ -506,7 +502,7 @@ def test_timestep_embedding(data: st.DataObject) -> None:
         array = np.asarray(t)
         if array.dtype.kind not in "iuf":
             array = array.astype(np.int64)
-        dtype = out_dtype(a)
+        dtype = numpy_dtype(a)
         expect_array(out, (*array.shape, int(dim)), dtype)
         s = exact(1 if scale is None else scale)
         flat = [exact(v) * s for v in array.reshape(-1).tolist()]

@@ -23,9 +23,11 @@ from .axes import (
     coords_of,
     hostile_axis_positions,
     length_of,
+    reference_columns,
     sections_for,
 )
 from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
+from .frontends import PAIRS, numpy_dtype
 from .profile import fuzz
 from .reference import EPS, exact_omega
 from .values import (
@@ -37,12 +39,6 @@ from .values import (
     integers,
     name,
 )
-
-PAIRS = ("half", "interleaved")
-
-
-def reference_columns(r: dict[str, Any], seq_len: int | None):
-    return columns(r["sections"], r["order"], r["schedule"], r["bases"], r["spec"], seq_len)
 
 
 @fuzz()
@@ -97,7 +93,7 @@ def test_multi_axis_cos_sin(data: st.DataObject) -> None:
     def check(result):
         cos, sin = result
         shape, coords = coords_of(pos, r["n_axes"])
-        dtype = np.dtype(a.kwargs["dtype"]) if "dtype" in a.kwargs else np.dtype(np.float32)
+        dtype = numpy_dtype(a)
         for table in (cos, sin):
             expect_array(table, (*shape, width), dtype)
         length = seq_len if seq_len is not None else length_of(coords)
@@ -186,7 +182,7 @@ def multimodal_row(data: st.DataObject, merge: int, label: str) -> tuple[list, l
 
 
 def multimodal_reference(types: list[int], grids: dict[int, list], merge: int):
-    """The ids and delta of one sequence (module docstring of ``posenc._multimodal_positions``):
+    """The ids and delta of one sequence (module docstring of ``posenc._positions.multimodal``):
     text at ``(p, p, p)``; a grid ``(T, H, W)`` at ``(p + j, p + y, p + x)``, then
     ``p += max(H, W) / m``."""
     taken = {1: iter(grids[1]), 2: iter(grids[2])}

@@ -21,6 +21,7 @@ from .checks import (  # noqa: E402
     rope_reference,
 )
 from .contract import DOUBTFUL, VALID, Args, choose, run  # noqa: E402
+from .frontends import PAIRS, expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import (  # noqa: E402
     check_pair_norms,
@@ -28,7 +29,7 @@ from .reference import (  # noqa: E402
     sinusoid_channels,
     timestep_channels,
 )
-from .test_core import BAD_PAIRS, PAIRS, SCALING_NAMES, fast_paths, near_pole, rope_arguments  # noqa: E402
+from .test_core import BAD_PAIRS, SCALING_NAMES, fast_paths, near_pole, rope_arguments  # noqa: E402
 from .torch_values import (  # noqa: E402
     DEVICES,
     DTYPES,
@@ -41,22 +42,6 @@ from .torch_values import (  # noqa: E402
 from .values import BASES, CONVENTIONS, HUGE, count, finite, flag, name  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def expect_tensor(result, shape, dtype) -> np.ndarray:
-    """``result`` is a CPU tensor of ``shape`` and ``dtype``, all finite; its float64 values."""
-    assert isinstance(result, torch.Tensor), f"expected a tensor, got {type(result).__name__}"
-    assert tuple(result.shape) == tuple(shape), f"shape {tuple(result.shape)}, expected {shape}"
-    assert result.dtype == dtype, f"dtype {result.dtype}, expected {dtype}"
-    assert result.device.type == "cpu", f"device {result.device}"
-    values = result.detach().to(torch.float64).numpy()
-    assert np.all(np.isfinite(values)), "non-finite values in the result"
-    return values
-
-
-def torch_dtype(a: Args) -> torch.dtype:
-    dtype = a.kwargs.get("dtype")
-    return torch.get_default_dtype() if dtype is None else dtype
 
 
 TORCH_NAMES = {"positions": ("positions",), "device": ("device",), "dtype": ("dtype",)}

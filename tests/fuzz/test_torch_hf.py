@@ -16,9 +16,9 @@ from posenc.torch import hf  # noqa: E402
 
 from .checks import check_rope_tables, check_rows, rope_reference  # noqa: E402
 from .contract import Args, choose, run  # noqa: E402
+from .frontends import expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
-from .test_torch import expect_tensor  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, hostile_tensors  # noqa: E402
 from .values import BASES, HUGE, count, flag, integers, scalings  # noqa: E402
 
@@ -41,11 +41,6 @@ PAST = choose(
     ),
     st.sampled_from([*HUGE, torch.tensor(10**12), 10**12]),  # refused, or exact positions
 )
-
-
-def module_dtype(a: Args) -> torch.dtype:
-    dtype = a.kwargs.get("dtype")
-    return torch.get_default_dtype() if dtype is None else dtype
 
 
 @fuzz()
@@ -86,9 +81,9 @@ def test_marian_positions(data: st.DataObject) -> None:
             start = int(past if past is not None else 0)
             positions = [start + i for i in range(s)]
             shape = (s, int(d))
-        values = expect_tensor(out, shape, module_dtype(a))
+        values = expect_tensor(out, shape, torch_dtype(a))
         channels = sinusoid_channels(int(d), float(base or 10000.0), "marian")
-        check_rows(values.reshape(-1, int(d)), positions, channels, NAMES[module_dtype(a)])
+        check_rows(values.reshape(-1, int(d)), positions, channels, NAMES[torch_dtype(a)])
 
     run(f.call("MarianPositions.forward", module, check))
 
@@ -143,13 +138,13 @@ def test_m2m100_positions(data: st.DataObject) -> None:
     def check(out):
         p = int(pad)
         pos = fairseq(ids if use_ids else torch.full((b, s), p + 1), p, int(past or 0))
-        values = expect_tensor(out, (b, s, int(d)), module_dtype(a)).reshape(-1, int(d))
+        values = expect_tensor(out, (b, s, int(d)), torch_dtype(a)).reshape(-1, int(d))
         flat = [q for row in pos for q in row]
         channels = sinusoid_channels(int(d), float(base or 10000.0), "tensor2tensor")
         pads = [i for i, q in enumerate(flat) if q == p]
         assert not np.any(values[pads]), "padding rows are not zero"
         real = [i for i, q in enumerate(flat) if q != p]
-        check_rows(values[real], [flat[i] for i in real], channels, NAMES[module_dtype(a)])
+        check_rows(values[real], [flat[i] for i in real], channels, NAMES[torch_dtype(a)])
 
     run(f.call("M2M100Positions.forward", module, check))
 

@@ -18,6 +18,7 @@ import posenc.torch as pt  # noqa: E402
 
 from .checks import check_rotation, exact, grid_coords, rope_reference  # noqa: E402
 from .contract import DOUBTFUL, VALID, Args, choose, run  # noqa: E402
+from .frontends import PAIRS, expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import (  # noqa: E402
     check_pair_norms,
@@ -30,8 +31,7 @@ from .reference import (  # noqa: E402
     timestep_channels,
     ulp,
 )
-from .test_core import GRID_D, PAIRS, SCALING_NAMES, near_pole  # noqa: E402
-from .test_torch import expect_tensor  # noqa: E402
+from .test_core import GRID_D, SCALING_NAMES, near_pole  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, float_tensors, hostile_tensors  # noqa: E402
 from .values import BASES, CONVENTIONS, HUGE, WRONG_TYPES, count, finite, flag, name, scalings  # noqa: E402
 
@@ -395,7 +395,7 @@ def test_sinusoidal_grid_encoding(data: st.DataObject) -> None:
     if shape is None and grid is None:
         f.kinds["grid_shape"] = DOUBTFUL  # documented: grid_shape needed somewhere
     dims = shape or grid or (1,) * ndim
-    dtype = torch.get_default_dtype() if a.kwargs.get("dtype") is None else a.kwargs["dtype"]
+    dtype = torch_dtype(a)
 
     def check(out):
         got = expect_tensor(out, (int(bool(cls)) + math.prod(dims), int(d)), dtype)
@@ -446,7 +446,7 @@ def test_timestep_embedding_module(data: st.DataObject) -> None:
     f.draw("dtype", DTYPES, optional=True)
 
     def check(out):
-        dtype = torch.get_default_dtype() if f.kwargs.get("dtype") is None else f.kwargs["dtype"]
+        dtype = torch_dtype(f)
         values = expect_tensor(out, (*t.shape, int(dim)), dtype)
         s = exact(1 if scale is None else scale)
         flat = [(exact(v) * s,) for v in t.to(torch.float64).reshape(-1).tolist()]

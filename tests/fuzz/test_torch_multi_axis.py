@@ -22,17 +22,17 @@ from .axes import (  # noqa: E402
     NAMES,
     axis_request,
     check_tables,
-    columns,
     coords_of,
     exact_tables,
     length_of,
+    reference_columns,
 )
 from .checks import check_rotation  # noqa: E402
 from .contract import DOUBTFUL, VALID, Args, choose, run  # noqa: E402
+from .frontends import PAIRS, expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import check_pair_norms  # noqa: E402
 from .test_multi_axis import check_multimodal, multimodal_case, table_arguments  # noqa: E402
-from .test_torch import expect_tensor  # noqa: E402
 from .torch_values import (  # noqa: E402
     DEVICES,
     DTYPES,
@@ -44,8 +44,6 @@ from .values import HUGE, count, name  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PAIRS = ("half", "interleaved")
-
 
 def as_tensor_or_not(data: st.DataObject, value: Any) -> Any:
     """Valid coordinates as they are or as a CPU tensor (bfloat16 rounded for floats)."""
@@ -53,10 +51,6 @@ def as_tensor_or_not(data: st.DataObject, value: Any) -> Any:
         return value
     tensor = torch.as_tensor(np.asarray(value))
     return tensor
-
-
-def reference_columns(r: dict[str, Any], seq_len: int | None):
-    return columns(r["sections"], r["order"], r["schedule"], r["bases"], r["spec"], seq_len)
 
 
 @fuzz(scale=1.5)
@@ -77,7 +71,7 @@ def test_multi_axis_cos_sin(data: st.DataObject) -> None:
         shape, coords = coords_of(
             pos.numpy() if isinstance(pos, torch.Tensor) else pos, r["n_axes"]
         )
-        dtype = a.kwargs.get("dtype") or torch.get_default_dtype()
+        dtype = torch_dtype(a)
         flat = [expect_tensor(t, (*shape, width), dtype).reshape(-1, width) for t in (cos, sin)]
         length = seq_len if seq_len is not None else length_of(coords)
         cols = reference_columns(r, None if length is None else int(length))

@@ -1,7 +1,7 @@
 """The angle-addition table build of the torch front-end (integer positions, rounded dtypes).
 
 References: the direct float64 table of the NumPy core (``dtype=np.float64`` keeps the direct
-build) and, for float16/bfloat16, the bit-pattern rounding helper of ``test_modules`` (which
+build) and, for float16/bfloat16, the bit-pattern rounding helper of ``conftest.py`` (which
 never uses ``cast_exact`` or ``Tensor.to``).
 """
 
@@ -17,7 +17,7 @@ from posenc._features import feature_slices  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, sinusoidal  # noqa: E402
 from posenc.torch._kernels._table import TorchAngleOps, sinusoidal_at  # noqa: E402
 from tests.test_fast_table import check_single_rounding  # noqa: E402
-from tests.torch.test_modules import round_once, same_bits  # noqa: E402
+from tests.torch.conftest import round_once, same_bits  # noqa: E402
 
 CONVENTIONS = sorted(posenc.CONVENTIONS)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

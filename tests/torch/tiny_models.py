@@ -15,10 +15,14 @@ import copy
 import importlib
 from typing import Any
 
-import torch
-import transformers
+import pytest
 
-from posenc.torch.hf import SwapReport, swap_positions
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip(
+    "transformers", reason="the tiny models are built from transformers configs"
+)
+
+from posenc.torch.hf import SwapReport, swap_positions  # noqa: E402
 
 ATOL = 1e-4
 PAD = 0

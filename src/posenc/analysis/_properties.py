@@ -21,7 +21,7 @@ from .._checks import (
 from .._conventions import get_convention
 from .._features import feature_slices, sin_cos_pairs
 from .._frequencies import frequencies
-from .._positions import positions_array
+from .._positions.sequence import positions_array
 from .._sinusoidal import sinusoidal
 from ._results import _F64, DistinctRows, Similarity, Wavelengths
 from ._rounding import _ITEMSIZE, _dtype_name, _row_bits

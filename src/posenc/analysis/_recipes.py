@@ -23,7 +23,7 @@ from .._checks import check_allocation, check_base, check_float_dtype, check_int
 from .._conventions import get_convention
 from .._features import feature_slices, fill_features
 from .._frequencies import frequencies
-from .._positions import table_positions
+from .._positions.sequence import table_positions
 from ._results import _F64
 from ._rounding import _round_bfloat16
 

@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._rope_plan import rope_plan
+    from .._rope.plan import rope_plan
 
     max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
     config = read_config_file(args.config, max_bytes)

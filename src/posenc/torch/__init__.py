@@ -26,8 +26,6 @@ SinusoidalPositionalEncoding(
 )
 """
 
-from __future__ import annotations
-
 try:
     import torch as _torch  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without torch

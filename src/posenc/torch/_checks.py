@@ -35,6 +35,7 @@ from .._checks import (
     check_position_magnitude,
     check_positions,
     check_shift,
+    memory_limit,
 )
 from .._checks import check_offset as core_check_offset
 from .._switches import Switch
@@ -325,3 +326,44 @@ def add_offset(positions: torch.Tensor, offset: Any) -> torch.Tensor:
     wide = torch.float64 if positions.is_floating_point() else torch.int64
     result: torch.Tensor = positions.to(wide) + offset
     return result
+
+
+def check_size(names: str, shape: tuple[int, ...], itemsize: int, device: torch.device) -> None:
+    """Refuse a table that cannot fit in ``device``'s memory, before allocating it.
+
+    Concrete shapes only: nothing is checked while tracing or on the meta device, and nothing
+    is read from the device (its total memory is a property, not a synchronisation). The hot
+    path: a product and a comparison with a limit read once.
+    """
+    if torch.compiler.is_compiling():
+        return
+    needed = itemsize
+    for n in shape:
+        if type(n) is not int:
+            return
+        needed *= n
+    if device.type == "cpu":
+        limit = memory_limit()
+    elif device.type == "cuda":
+        limit = torch.cuda.get_device_properties(device).total_memory
+    else:
+        return
+    if needed > limit:
+        check_allocation(names, shape, itemsize, limit=limit)
+
+
+def check_table_size(
+    names: str, shape: tuple[int, ...], dtype: Any, device: Any, *, work: int = 0
+) -> None:
+    """:func:`check_size` for a module's table from its factory arguments (None: torch's
+    default dtype and device), with ``work`` more bytes per element (float64 temporaries).
+
+    A ``dtype`` or ``device`` that is not one is left to its own check, made elsewhere.
+    """
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    try:
+        where = torch.get_default_device() if device is None else torch.device(device)
+    except (TypeError, RuntimeError):
+        return
+    if isinstance(dtype, torch.dtype):
+        check_size(names, shape, dtype.itemsize + work, where)

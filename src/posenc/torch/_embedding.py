@@ -13,9 +13,8 @@ from torch import nn
 
 from .._checks import check_bool, check_int, check_probability
 from .._conventions import ConventionName
-from ._checks import as_device, check_token_ids, data_checked
+from ._checks import as_device, check_table_size, check_token_ids, data_checked
 from ._kernels._add import embed
-from ._kernels._table import check_table_size
 from ._sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerEmbedding"]

@@ -20,8 +20,8 @@ from .._features import (
     pair_slices,
 )
 from .._frequencies import frequencies
-from .._rope_scaling import rope_frequencies, rope_scaling
-from .._rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
+from .._rope.rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
+from .._rope.scaling import rope_frequencies, rope_scaling
 from ._checks import as_device, check_dtype, check_tensor, data_checked, positions_tensor
 from ._kernels._cast import cast_exact
 from ._kernels._rope import RopeTables, rotate

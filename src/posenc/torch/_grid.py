@@ -25,10 +25,10 @@ from .._grid import (
     plan_grid,
 )
 from ._cache import CachedTables
-from ._checks import as_device, check_dtype
+from ._checks import as_device, check_dtype, check_size
 from ._kernels._add import add_encoding
 from ._kernels._cast import cast_exact
-from ._kernels._table import check_size, sinusoidal_at, work_device
+from ._kernels._table import sinusoidal_at, work_device
 
 __all__ = ["SinusoidalGridEncoding", "grid_table"]
 

@@ -3,10 +3,10 @@
 The maths is the NumPy core's (:func:`posenc.multi_axis_cos_sin`): pair ``k`` turns by
 ``θ_k = Σ_a p[a]·F[a, k]``, with ``F`` the float64 frequency matrix ``(n_axes, n_pairs)``
 of :func:`posenc.multi_axis_frequencies`. This module holds what the PyTorch front-end needs
-on top: the frequencies of one RoPE as CPU float64 tensors (:class:`RopeFrequencies`, 1-D or
-multi-axis alike), the configuration a module keeps (:class:`MultiAxisSpec`), the shape
-check of coordinates, the functional :func:`multi_axis_cos_sin`, and the multimodal
-``(t, h, w)`` ids of :func:`posenc.multimodal_positions` as tensors.
+on top: the frequency matrix as CPU float64 tensors (:class:`AxisFrequencies`), the
+configuration a module keeps (:class:`MultiAxisSpec`), the shape check of coordinates, the
+functional :func:`multi_axis_cos_sin`, and the multimodal ``(t, h, w)`` ids of
+:func:`posenc.multimodal_positions` as tensors.
 
 Canonical positions are ``(..., n_axes)``: one coordinate per axis, last. Hugging Face's
 M-RoPE ``position_ids`` are ``(n_axes, b, s)``; ``position_ids.permute(1, 2, 0)`` turns them
@@ -24,23 +24,22 @@ import torch
 
 from .._checks import check_int
 from .._features import PairLayout, check_pairs
-from .._multi_axis import (
+from .._positions.multimodal import multimodal_positions as _multimodal_positions
+from .._rope.multi_axis import (
     AxisOrder,
     AxisSchedule,
     _count_axes,
     _Request,
     _resolve,
 )
-from .._multimodal_positions import multimodal_positions as _multimodal_positions
-from .._rope_scaling import RopeScaling, rope_scaling
+from .._rope.scaling import RopeScaling, rope_scaling
 from ._checks import as_device, as_positions, check_dtype
 from ._functional import largest_position_seq_len
 from ._kernels._table import multi_axis_cos_sin as _tables
-from ._kernels._table import rope_cos_sin
 
 __all__ = [
+    "AxisFrequencies",
     "MultiAxisSpec",
-    "RopeFrequencies",
     "check_coordinates",
     "multi_axis_cos_sin",
     "multi_axis_spec",
@@ -48,36 +47,30 @@ __all__ = [
 ]
 
 
-class RopeFrequencies(NamedTuple):
-    """The float64 frequencies of one RoPE, as CPU tensors (never cast with a module).
+class AxisFrequencies(NamedTuple):
+    """The float64 frequencies of a multi-axis RoPE, as CPU tensors (never cast with a module).
 
-    ``table``: ``ω`` ``(n,)`` for 1-D positions (``axes`` None), or the matrix ``F``
-    ``(n_axes, n)`` for coordinates; ``attention``: the scaling's factor, a number (1-D) or
-    float64 ``(n,)``, None for 1; ``axes``: the axes with a non-zero frequency.
+    ``table``: the matrix ``F`` ``(n_axes, n)``; ``attention``: the scaling's factor, float64
+    ``(n,)``, None for 1; ``axes``: the axes with a non-zero frequency. The same methods as
+    1-D frequencies (``posenc.torch._rotary``), so a module serves both alike.
     """
 
     table: torch.Tensor
-    attention: Any
-    axes: tuple[int, ...] | None
+    attention: torch.Tensor | None
+    axes: tuple[int, ...]
 
     def cos_sin(
         self, positions: torch.Tensor, pairs: str, dtype: torch.dtype, checked: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin ``(*S, 2n)`` of positions ``S`` (1-D) or coordinates ``(*S, n_axes)``."""
-        if self.axes is None:
-            return rope_cos_sin(
-                positions, self.table, self.attention, pairs, dtype, checked=checked
-            )
+        """cos/sin ``(*S, 2n)`` of coordinates ``(*S, n_axes)``."""
         return _tables(
             positions, self.table, self.attention, self.axes, pairs, dtype, checked=checked
         )
 
     def text_positions(self, start: int, stop: int, device: torch.device) -> torch.Tensor:
-        """Positions ``start .. stop-1`` (1-D), or, as coordinates, the same value on every
-        axis (text tokens of a multimodal sequence): what a module's cache holds."""
+        """Positions ``start .. stop-1`` as coordinates, the same value on every axis (text
+        tokens of a multimodal sequence): what a module's cache holds."""
         positions = torch.arange(start, stop, device=device)
-        if self.axes is None:
-            return positions
         return positions.unsqueeze(-1).expand(-1, self.table.shape[0])
 
 
@@ -92,13 +85,13 @@ class MultiAxisSpec:
     rotary_dim: int
     scaling: RopeScaling | None
 
-    def frequencies(self, seq_len: int | None) -> RopeFrequencies:
+    def frequencies(self, seq_len: int | None) -> AxisFrequencies:
         """The frequencies for ``seq_len`` (what ``dynamic`` and ``longrope`` select by)."""
         freqs, _ = _resolve(self.request, self.head_dim, self.rotary_dim, None, seq_len)
         matrix, attention = freqs
         axes = tuple(a for a in range(matrix.shape[0]) if np.any(matrix[a]))
         factor = None if np.all(attention == 1.0) else torch.from_numpy(attention)
-        return RopeFrequencies(torch.from_numpy(matrix), factor, axes)
+        return AxisFrequencies(torch.from_numpy(matrix), factor, axes)
 
     def describe(self) -> str:
         """The configuration, for ``extra_repr``."""

@@ -6,22 +6,22 @@ Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``d`` = ``head_dim``, ``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .._checks import check_base, check_int, check_length
 from .._features import PairLayout, check_pairs
-from .._multi_axis import AxisOrder, AxisSchedule, _Request
-from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
-from .._rotary import resolve_rotary_dim
+from .._rope.multi_axis import AxisOrder, AxisSchedule, _Request
+from .._rope.rotary import resolve_rotary_dim
+from .._rope.scaling import RopeScaling, rope_frequencies, rope_scaling
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import as_device, as_positions, check_offset, check_tensor
+from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
 from ._functional import largest_position_seq_len
 from ._kernels._rope import RopeTables, phasors, rotate
-from ._kernels._table import check_size
-from ._multi_axis import RopeFrequencies, hf_hint, multi_axis_spec
+from ._kernels._table import rope_cos_sin
+from ._multi_axis import AxisFrequencies, hf_hint, multi_axis_spec
 
 __all__ = ["RotaryEmbedding"]
 
@@ -29,6 +29,24 @@ __all__ = ["RotaryEmbedding"]
 def _table_dtype(*dtypes: torch.dtype) -> torch.dtype:
     """Tables are float64 for float64 inputs and float32 otherwise (never 16-bit)."""
     return torch.float64 if torch.float64 in dtypes else torch.float32
+
+
+class _Frequencies(NamedTuple):
+    """The float64 frequencies of a 1-D RoPE, as CPU tensors (never cast with a module):
+    ``omega`` ``(n,)`` and the scaling's attention factor."""
+
+    omega: torch.Tensor
+    attention: float
+
+    def cos_sin(
+        self, positions: torch.Tensor, pairs: str, dtype: torch.dtype, checked: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin ``(*S, 2n)`` of positions ``S``."""
+        return rope_cos_sin(positions, self.omega, self.attention, pairs, dtype, checked=checked)
+
+    def text_positions(self, start: int, stop: int, device: torch.device) -> torch.Tensor:
+        """Positions ``start .. stop-1``: what the module's cache holds."""
+        return torch.arange(start, stop, device=device)
 
 
 def _explicit_positions(
@@ -177,7 +195,8 @@ class RotaryEmbedding(CachedTables):
         self.head_dim = check_int("head_dim", head_dim, minimum=2)
         self.pairs = check_pairs(pairs)
         request = _Request(sections, order, schedule, base, scaling, frequencies)
-        self.axes = multi_axis_spec(self.head_dim, rotary_dim, request)
+        multi = any(a is not None for a in (sections, order, schedule, frequencies))
+        self.axes = multi_axis_spec(self.head_dim, rotary_dim, request) if multi else None
         self.scaling: RopeScaling | None = rope_scaling(scaling)
         if self.axes is None:
             self.base = check_base("base", 10000.0 if base is None else base)
@@ -191,7 +210,7 @@ class RotaryEmbedding(CachedTables):
         # Plain CPU float64 tensors, not buffers: module casts must never touch them.
         # Key 0: the frequencies without a length (all types; longrope's short factors);
         # key 1: longrope's long factors.
-        self._freqs: dict[int, RopeFrequencies] = {0: self._frequencies(None)}
+        self._freqs: dict[int, _Frequencies | AxisFrequencies] = {0: self._frequencies(None)}
         self._original = None if self.scaling is None else self.scaling.original_length
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
@@ -203,13 +222,13 @@ class RotaryEmbedding(CachedTables):
 
     # -- tables -----------------------------------------------------------------------------
 
-    def _frequencies(self, seq_len: int | None) -> RopeFrequencies:
+    def _frequencies(self, seq_len: int | None) -> _Frequencies | AxisFrequencies:
         if self.axes is not None:
             return self.axes.frequencies(seq_len)
         omega, attention = rope_frequencies(
             self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
         )
-        return RopeFrequencies(torch.from_numpy(omega), attention, None)
+        return _Frequencies(torch.from_numpy(omega), attention)
 
     def _cache_dtype(self, dtype: torch.dtype) -> torch.dtype:
         return _table_dtype(dtype)
@@ -226,6 +245,8 @@ class RotaryEmbedding(CachedTables):
     def _compute_rows(
         self, key: Any, start: int, stop: int, dtype: torch.dtype, device: torch.device
     ) -> tuple[torch.Tensor, ...]:
+        if stop <= start:  # an empty cache (no max_len): nothing to compute
+            return tuple(torch.empty(0, self.rotary_dim, dtype=dtype, device=device) for _ in "cs")
         freqs = self._freqs[key]
         return freqs.cos_sin(freqs.text_positions(start, stop, device), self.pairs, dtype, True)
 

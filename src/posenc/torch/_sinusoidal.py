@@ -16,9 +16,9 @@ from .._features import feature_slices
 from .._frequencies import frequencies
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
-from ._checks import as_device, as_positions, check_dtype, check_offset
+from ._checks import as_device, as_positions, check_dtype, check_offset, check_size
 from ._kernels._add import add_encoding
-from ._kernels._table import check_size, sinusoidal_at, sinusoidal_rows
+from ._kernels._table import sinusoidal_at, sinusoidal_rows
 
 __all__ = ["SinusoidalPositionalEncoding"]
 

@@ -27,21 +27,19 @@ import functools
 import mmap
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from ..._angle_addition import fill_by_angle_addition, fill_rows
-from ..._checks import MAX_EXACT_POSITION, check_allocation, memory_limit
+from ..._angles import angle_addition, split_positions
+from ..._checks import MAX_EXACT_POSITION
 from ..._features import FeatureSlices, fill_features, pair_slices
-from ..._sinusoidal import angle_addition, split_positions
 from ..._switches import fast_paths_enabled
+from .._checks import check_size
 from ._cast import cast_exact, store
 
 __all__ = [
     "TorchAngleOps",
-    "check_size",
-    "check_table_size",
     "empty_table",
     "multi_axis_cos_sin",
     "nan_where_unencodable",
@@ -211,47 +209,6 @@ class TorchAngleOps:
 
     def store(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         store(dst, src)
-
-
-def check_size(names: str, shape: tuple[int, ...], itemsize: int, device: torch.device) -> None:
-    """Refuse a table that cannot fit in ``device``'s memory, before allocating it.
-
-    Concrete shapes only: nothing is checked while tracing or on the meta device, and nothing
-    is read from the device (its total memory is a property, not a synchronisation). The hot
-    path: a product and a comparison with a limit read once.
-    """
-    if torch.compiler.is_compiling():
-        return
-    needed = itemsize
-    for n in shape:
-        if type(n) is not int:
-            return
-        needed *= n
-    if device.type == "cpu":
-        limit = memory_limit()
-    elif device.type == "cuda":
-        limit = torch.cuda.get_device_properties(device).total_memory
-    else:
-        return
-    if needed > limit:
-        check_allocation(names, shape, itemsize, limit=limit)
-
-
-def check_table_size(
-    names: str, shape: tuple[int, ...], dtype: Any, device: Any, *, work: int = 0
-) -> None:
-    """:func:`check_size` for a module's table from its factory arguments (None: torch's
-    default dtype and device), with ``work`` more bytes per element (float64 temporaries).
-
-    A ``dtype`` or ``device`` that is not one is left to its own check, made elsewhere.
-    """
-    dtype = torch.get_default_dtype() if dtype is None else dtype
-    try:
-        where = torch.get_default_device() if device is None else torch.device(device)
-    except (TypeError, RuntimeError):
-        return
-    if isinstance(dtype, torch.dtype):
-        check_size(names, shape, dtype.itemsize + work, where)
 
 
 def _fast(dtype: torch.dtype) -> bool:

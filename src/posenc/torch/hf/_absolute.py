@@ -12,19 +12,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int, sized_by
-from .._checks import check_offset as core_check_offset
-from .._conventions import ConventionName
-from ._checks import (
+from ..._checks import check_base, check_bool, check_int, sized_by
+from ..._checks import check_offset as core_check_offset
+from ..._conventions import ConventionName
+from .._checks import (
     as_device,
     check_dtype,
     check_offset,
+    check_size,
     check_token_ids,
     shape_length,
     token_differs,
 )
-from ._kernels._table import check_size
-from ._sinusoidal import SinusoidalPositionalEncoding
+from .._sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "M2M100Positions",

@@ -1,4 +1,5 @@
-"""Calling a module to verify it, without leaving a trace; comparing what it returned."""
+"""Calling a module to verify it, without leaving a trace; reading its call; comparing what
+it returned."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-__all__ = ["Difference", "forward_parameters", "largest_difference", "probing", "where"]
+__all__ = [
+    "Difference",
+    "forward_parameters",
+    "largest_difference",
+    "probing",
+    "rotary_call",
+    "signature_text",
+]
 
 
 def forward_parameters(module: nn.Module) -> list[inspect.Parameter] | None:
@@ -27,13 +35,6 @@ def signature_text(module: nn.Module) -> str:
         return f"forward{inspect.signature(module.forward)}"
     except (TypeError, ValueError):
         return "forward(?)"
-
-
-def where(module: nn.Module) -> torch.device:
-    """The device of the module's own tensors (CPU when it has none)."""
-    for tensor in [*module.buffers(), *module.parameters()]:
-        return tensor.device
-    return torch.device("cpu")
 
 
 @contextmanager
@@ -79,3 +80,21 @@ def largest_difference(
         return Difference(0.0, 0.0, ())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ratio.shape))
     return Difference(float(ratio[index]), float(error[index]), index)
+
+
+def rotary_call(module: nn.Module) -> bool | str:
+    """Whether ``module`` is called with a layer type, or why its call is not understood.
+
+    Understood: ``forward(x, position_ids)`` and ``forward(x, position_ids, layer_type)``
+    (other parameters must have defaults).
+    """
+    params = forward_parameters(module)
+    names = [p.name for p in params or ()]
+    if len(names) < 2 or names[1] != "position_ids":
+        return f"call signature not understood: {signature_text(module)}"
+    required = [
+        p.name for p in params or () if p.default is inspect.Parameter.empty and p.kind <= 2
+    ]
+    if any(name not in (names[0], "position_ids", "layer_type") for name in required):
+        return f"call signature not understood: {signature_text(module)}"
+    return "layer_type" in names[2:3]

@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._multi_axis import AxisOrder, AxisSchedule, MultiAxisFrequencies, multi_axis_frequencies
-from ._rope_scaling import RopeScaling
+from .multi_axis import AxisOrder, AxisSchedule, MultiAxisFrequencies, multi_axis_frequencies
+from .scaling import RopeScaling
 
 __all__ = [
     "AXES_BY_MODEL",
@@ -163,7 +163,7 @@ MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxy
             ["glm4v_text", "glm_ocr_text", "glm4v_moe_text", "glm_image_text"],
             ((8, 12, 12), False),
         ),
-        # its own layout (height and width in turns, then time): see _MODEL_NOTES in _rope_plan
+        # its own layout (height and width in turns, then time): see MODEL_NOTES in models
         "ernie4_5_vl_moe_text": ((22, 22, 20), False),
         "neomme": (None, True),
     }

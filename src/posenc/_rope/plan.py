@@ -1,17 +1,15 @@
 """Rope plans: what a model's config says about the RoPE of each of its layers.
 
-:func:`rope_plan` reads any Hugging Face config (see :mod:`posenc._rope_config` for the
+:func:`rope_plan` reads any Hugging Face config (see ``config`` for the
 spellings) and returns a :class:`RopePlan`: one :class:`RopeLayer` per layer, each holding the
 float64 frequencies, the attention factor, the pair layout (and where it comes from), the rotated
-dimension, the axes and sections of multi-axis layers (:mod:`posenc._rope_axes`), the rope type,
+dimension, the axes and sections of multi-axis layers (``axes``), the rope type,
 and whether the layer rotates at all. Every layer builds its tables with
 :meth:`RopeLayer.cos_sin`: :func:`posenc.rotary_cos_sin` for 1-D layers,
 :func:`posenc.multi_axis_cos_sin` with the layer's frequency matrix for multi-axis ones.
 
 The pair layout is not in configs: it is the convention of the model's ``apply_rotary_pos_emb``
-(or equivalent), recorded here per ``model_type`` (:data:`PAIRS_BY_MODEL`), with DeepSeek's
-``rope_interleave`` flag read where the model has it. Every other model pairs channel ``i`` with
-``i + rotary_dim/2`` (transformers' ``rotate_half``).
+(or equivalent), recorded per ``model_type`` in ``models`` (:data:`PAIRS_BY_MODEL`).
 """
 
 from __future__ import annotations
@@ -24,14 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._features import PairLayout
-from ._multi_axis import (
-    AxisSchedule,
-    MultiAxisFrequencies,
-    multi_axis_cos_sin,
-    multi_axis_positions,
-)
-from ._rope_axes import (
+from .._features import PairLayout
+from .axes import (
     AXES_BY_MODEL,
     AxisLayout,
     ModelAxes,
@@ -40,125 +32,21 @@ from ._rope_axes import (
     mrope_layout,
     text_layout,
 )
-from ._rope_config import FLAT, NOT_ATTENTION, ConfigReading, read_config
-from ._rope_scaling import INERT_KEYS, RopeScaling, rope_frequencies, rope_scaling
-from ._rotary import default_seq_len, resolve_rotary_dim, rotary_cos_sin
+from .config import FLAT, NOT_ATTENTION, ConfigReading, read_config
+from .models import MODEL_NOTES, PAIRS_BY_MODEL, ROTARY_DIM_MODELS, UNSUPPORTED, pairs_of
+from .multi_axis import (
+    AxisSchedule,
+    MultiAxisFrequencies,
+    multi_axis_cos_sin,
+    multi_axis_positions,
+)
+from .records import INERT_KEYS
+from .rotary import default_seq_len, resolve_rotary_dim, rotary_cos_sin
+from .scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan"]
 
 _F64 = npt.NDArray[np.float64]
-_M = "transformers.models."
-_HALF_SOURCE = "transformers' rotate_half convention (channel i pairs with i + rotary_dim/2)"
-
-#: model_type -> (pair layout, the function of the model that rotates), for the models whose
-#: attention does not pair channel ``i`` with ``i + rotary_dim/2`` (transformers' default).
-PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
-    {
-        **{
-            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb")
-            for t, m in [
-                ("cohere", "cohere"),  # rotate_half pairs 2k, 2k+1
-                ("cohere2", "cohere2"),
-                ("cohere2_moe", "cohere2_moe"),
-                ("blt", "blt"),
-                ("blt_patcher", "blt"),
-                ("blt_local_encoder", "blt"),
-                ("blt_local_decoder", "blt"),
-                ("blt_global_transformer", "blt"),
-                ("glm", "glm"),  # the half table, repeat_interleave'd
-                ("glm4", "glm4"),
-                ("helium", "helium"),
-                ("ernie4_5", "ernie4_5"),
-                ("ernie4_5_moe", "ernie4_5_moe"),
-                ("moonshine", "moonshine"),
-                ("moonshine_streaming", "moonshine_streaming"),
-                ("deepseek_v4", "deepseek_v4"),
-                ("pe_audio_encoder", "pe_audio"),  # 2x2 rotation blocks (stack_freqs)
-                ("pe_video_encoder", "pe_video"),
-                ("pe_audio_video_encoder", "pe_audio_video"),
-                ("openai_privacy_filter", "openai_privacy_filter"),  # x[..., ::2], x[..., 1::2]
-                ("ernie4_5_vl_moe_text", "ernie4_5_vl_moe"),
-                ("glm4v_text", "glm4v"),  # rotate_half_llm pairs 2k, 2k+1
-                ("glm_ocr_text", "glm_ocr"),
-                ("efficientloftr", "efficientloftr"),  # Cohere's rotate_half
-                ("gptj", "gptj"),  # rotate_every_two pairs 2k, 2k+1
-                ("codegen", "codegen"),
-            ]
-        },
-        **{  # vision towers whose rotate_pairwise pairs 2k, 2k+1
-            t: ("interleaved", f"{_M}{m}.modeling_{m}.{f}")
-            for t, m, f in [
-                ("inkling2_vision", "inkling2", "apply_rotary_pos_emb_vision"),
-                ("sam2_video", "sam2_video", "apply_rotary_pos_emb_2d"),
-                ("sam3_tracker_video", "sam3_tracker_video", "apply_rotary_pos_emb_2d"),
-                ("sam3_vit_model", "sam3", "apply_rotary_pos_emb_2d"),
-                ("edgetam_video", "edgetam_video", "apply_rotary_pos_emb_2d_self_attn"),
-                ("llama4_vision_model", "llama4", "vision_apply_rotary_emb"),  # complex pairs
-            ]
-        },
-        **{
-            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_emb")  # complex pairs
-            for t, m in [("deepseek_v2", "deepseek_v2"), ("llama4_text", "llama4")]
-        },
-        **{
-            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb_interleave")
-            for t, m in [
-                ("axk2", "axk2"),
-                ("bailing_hybrid", "bailing_hybrid"),
-                ("deepseek_v32", "deepseek_v32"),
-                ("dots3_note_text", "dots3_note"),
-                ("glm_moe_dsa", "glm_moe_dsa"),
-                ("longcat_flash", "longcat_flash"),
-                ("mistral_large4_text", "mistral_large4"),
-            ]
-        },
-    }
-)
-
-# Models that choose by their config's ``rope_interleave`` (default True): model_type -> module.
-_INTERLEAVE_FLAG = {
-    "axk1": "axk1",
-    "deepseek_v3": "deepseek_v3",
-    "glm4_moe_lite": "glm4_moe_lite",
-    "mistral4": "mistral4",
-    "youtu": "youtu",
-}
-
-# What a model does with the rotation that the layout alone does not say.
-_MODEL_NOTES = {
-    "nanochat": "rotates by -angle: its rotate_half returns (x2, -x1)",
-    "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
-    "deepseek_v32": "its indexer rotates its own keys with half pairs",
-    "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
-    "mlcd_vision_model": "MLCDVisionModel prepends the class token's cos/sin, made from a "
-    "learned parameter (class_pos_emb), to the patches' tables",
-    "gemma4_vision": "rotates each axis's block of channels with its own rotate_half "
-    "(apply_multidimensional_rope): pairs (i, i + head_dim/4) inside each half of the head, "
-    "which neither 'half' nor 'interleaved' describes",
-    "hunyuan_vl_text": "splits the doubled table [θ, θ] by sections: the two channels of a "
-    "rotate_half pair turn with different axes (no one angle per pair)",
-    "ernie4_5_vl_moe_text": "height and width take turns over the first sections[0] + "
-    "sections[1] pairs and time takes the last sections[2] (Ernie4_5_VLMoeTextRotaryEmbedding), "
-    "a layout neither 'sectioned' nor 'interleaved' describes",
-}
-
-# Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
-# files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
-# whole head in transformers.
-_ROTARY_DIM_MODELS = frozenset({"gptj", "codegen", "minimax_m2"})
-
-
-def _pairs(reading: ConfigReading) -> tuple[PairLayout, str]:
-    model = reading.model_type or ""
-    if model in PAIRS_BY_MODEL:
-        return PAIRS_BY_MODEL[model]
-    if model in _INTERLEAVE_FLAG:
-        flag = reading.top.get("rope_interleave")
-        module = _INTERLEAVE_FLAG[model]
-        if flag is None or flag:
-            return "interleaved", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb_interleave"
-        return "half", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb"
-    return "half", _HALF_SOURCE
 
 
 @dataclass(frozen=True)
@@ -437,7 +325,7 @@ def _rotary_dims(
     if partial is None and latent is not None:  # DeepSeek latent attention: q_pe / k_pe only
         return int(latent), resolve_rotary_dim(int(latent))
     absolute = reading.top.get("rotary_dim")
-    if absolute is not None and partial is None and reading.model_type in _ROTARY_DIM_MODELS:
+    if absolute is not None and partial is None and reading.model_type in ROTARY_DIM_MODELS:
         return head_dim, resolve_rotary_dim(head_dim, absolute)
     if partial is None:
         return head_dim, resolve_rotary_dim(head_dim)
@@ -463,10 +351,6 @@ def _rope_type(params: dict[str, Any], where: str) -> str:
             f"{where}: 'rope_type' = {rope_type!r} and 'type' = {old!r} disagree; give one of them"
         )
     return str(rope_type or old or "default")
-
-
-# Layers whose tables posenc does not build: the reason is their note in _MODEL_NOTES.
-_UNSUPPORTED = frozenset({"gemma4_vision", "hunyuan_vl_text", "ernie4_5_vl_moe_text"})
 
 
 def _kind(
@@ -497,9 +381,9 @@ def _kind(
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{where}: {exc}") from None
     _read_only(omega)  # shared by every layer of the kind
-    pairs = _pairs(reading)
+    pairs = pairs_of(reading)
     model = reading.model_type or ""
-    model_note = _MODEL_NOTES.get(model)
+    model_note = MODEL_NOTES.get(model)
     return RopeLayer(
         layer_type=label,
         uses_positions=True,
@@ -516,7 +400,7 @@ def _kind(
         interleaved_sections=layout is not None and layout.order == "interleaved",
         schedule=None if layout is None else layout.schedule,
         slot_order=() if layout is None else layout.slot_order,
-        unsupported=model_note if model in _UNSUPPORTED and model_note else "",
+        unsupported=model_note if model in UNSUPPORTED and model_note else "",
         inert=inert,
         notes=notes + more + ((model_note,) if model_note else ()),
         frequencies=omega,
@@ -667,7 +551,7 @@ def rope_plan(config: Any) -> RopePlan:
     (2, 8)
     """
     reading = read_config(config)
-    pairs = _pairs(reading)
+    pairs = pairs_of(reading)
     kinds = _kinds(reading, pairs)
     return RopePlan(
         model_type=reading.model_type,

@@ -1,7 +1,8 @@
-"""``posenc.torch.SinusoidalGridEncoding`` and ``TimestepEmbedding`` against the NumPy core.
+"""``posenc.torch.SinusoidalGridEncoding`` against the NumPy core.
 
-References: ``posenc.sinusoidal_grid`` / ``posenc.timestep_embedding`` in float64 (rounded with
-``cast_exact``, tested on its own in ``test_modules.py``) and float32.
+References: ``posenc.sinusoidal_grid`` in float64 (rounded with ``cast_exact``, tested on its own
+in ``test_cast.py``) and float32. Real diffusers, timm and positional-encodings grids are
+compared in ``test_grid_timestep_references.py``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from posenc import sinusoidal_grid  # noqa: E402
-from posenc import timestep_embedding as np_timestep_embedding  # noqa: E402
-from posenc.torch import (  # noqa: E402
-    SinusoidalGridEncoding,
-    TimestepEmbedding,
-    cast_exact,
-    timestep_embedding,
-)
+from posenc.torch import SinusoidalGridEncoding, cast_exact  # noqa: E402
+from tests.torch.conftest import assert_same  # noqa: E402
 
 GRIDS = [
     ("mae", (5, 7), 64, {}),
@@ -34,17 +30,6 @@ GRIDS = [
     ("positional_encodings", (2, 3, 4), 7, {}),
     ("positional_encodings", (9,), 5, {}),
 ]
-
-
-def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    """Bitwise equal, except float64, where NumPy's and torch's sin/cos may differ by an ulp."""
-    assert actual.dtype == expected.dtype
-    assert actual.shape == expected.shape
-    if actual.dtype == torch.float64:
-        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-15)
-    else:
-        assert torch.equal(actual, expected)
-
 
 IDS = [f"{c}-{'x'.join(map(str, s))}-{d}" for c, s, d, _ in GRIDS]
 
@@ -196,80 +181,3 @@ def test_grid_module_errors() -> None:
         enc.encoding((0, 3))
     with pytest.raises(TypeError, match=r"dtype must be one of torch.float16"):
         enc.encoding(dtype=torch.int32)
-
-
-# -- TimestepEmbedding -------------------------------------------------------------------------
-
-TIMESTEPS = [0.0, 0.25, 1.0, 2.5, 37.3, 999.0, 999.875]
-CONFIGS = [
-    {"dim": 320, "flip_sin_to_cos": True, "downscale_freq_shift": 0.0},
-    {"dim": 256, "flip_sin_to_cos": False, "downscale_freq_shift": 1.0},
-    {"dim": 7},
-    {"dim": 3, "downscale_freq_shift": 0.0, "scale": 1000.0, "max_period": 500.0},
-]
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"dim{c['dim']}")
-def test_timestep_module_equals_the_numpy_core(config) -> None:
-    kwargs = dict(config)
-    dim = kwargs.pop("dim")
-    emb = TimestepEmbedding(dim, **kwargs)
-    t = torch.tensor(TIMESTEPS)  # float32: the reference takes their exact float64 values
-    t64 = t.numpy().astype(np.float64)
-    expected = torch.from_numpy(np_timestep_embedding(t64, dim, **kwargs))
-    assert torch.equal(emb(t), expected)
-    assert torch.equal(timestep_embedding(t, dim, **kwargs), expected)
-    for dtype in (torch.float16, torch.bfloat16, torch.float64):
-        table64 = np_timestep_embedding(t64, dim, dtype=np.float64, **kwargs)
-        assert_same(emb(t, dtype=dtype), cast_exact(torch.from_numpy(table64), dtype))
-
-
-def test_timestep_shapes_and_inputs() -> None:
-    emb = TimestepEmbedding(8)
-    assert emb(torch.tensor(5.0)).shape == (8,)
-    assert emb(torch.tensor([[1.0, 2.0]])).shape == (1, 2, 8)
-    assert emb(torch.zeros(0)).shape == (0, 8)
-    assert torch.equal(emb([1.5, 2.0]), emb(torch.tensor([1.5, 2.0])))
-    assert torch.equal(emb(torch.tensor([3], dtype=torch.int64)), emb(torch.tensor([3.0])))
-    # float32 timesteps are used as given (their float64 value), never rounded again
-    t = torch.tensor([0.1], dtype=torch.float32)
-    expected = np_timestep_embedding(np.float64(np.float32(0.1)), 8)
-    assert torch.equal(emb(t)[0], torch.from_numpy(expected))
-    assert emb(t).dtype == torch.get_default_dtype()
-
-
-def test_timestep_module_ignores_module_casts_and_has_no_state() -> None:
-    emb = TimestepEmbedding(16, downscale_freq_shift=0.0)
-    t = torch.tensor([3.0, 700.5])
-    before = emb(t)
-    emb.half()
-    assert emb.state_dict() == {}
-    assert torch.equal(emb(t), before)
-    assert torch.equal(copy.deepcopy(emb)(t), before)
-    assert "dim=16, max_period=10000.0, flip_sin_to_cos=False" in repr(emb)
-
-
-def test_timestep_torch_compile_fullgraph_matches_eager() -> None:
-    torch._dynamo.reset()
-    emb = TimestepEmbedding(64, flip_sin_to_cos=True, downscale_freq_shift=0.0)
-    compiled = torch.compile(emb, fullgraph=True, backend="aot_eager")
-    t = torch.tensor([0.0, 10.5, 999.0])
-    assert torch.equal(compiled(t), emb(t))
-
-
-def test_timestep_module_errors() -> None:
-    with pytest.raises(ValueError, match=r"dim must be an integer >= 1, got 0"):
-        TimestepEmbedding(0)
-    with pytest.raises(ValueError, match=r"downscale_freq_shift must differ from dim // 2 = 4"):
-        TimestepEmbedding(8, downscale_freq_shift=4)
-    with pytest.raises(TypeError, match=r"scale must be a finite real number"):
-        TimestepEmbedding(8, scale=None)
-    emb = TimestepEmbedding(8, scale=1e300)
-    with pytest.raises(ValueError, match=r"scale \* timesteps \* frequency overflows"):
-        emb(torch.tensor([1e10]))
-    with pytest.raises(ValueError, match=r"timesteps must be finite"):
-        emb(torch.tensor([float("nan")]))
-    with pytest.raises(TypeError, match=r"timesteps must hold integers or real numbers"):
-        emb(torch.tensor([True]))
-    with pytest.raises(TypeError, match=r"dtype must be one of torch.float16"):
-        TimestepEmbedding(8)(torch.tensor([1.0]), dtype=torch.int8)

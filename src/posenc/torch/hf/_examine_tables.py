@@ -21,31 +21,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from ... import sinusoidal as numpy_sinusoidal
-from .._hf_absolute import (
+from ..._sinusoidal import sinusoidal as numpy_sinusoidal
+from .._sinusoidal import SinusoidalPositionalEncoding
+from ._absolute import (
     M2M100Positions,
     MarianPositions,
     WhisperEncoderPositions,
     factory_of,
     fairseq_positions,
 )
-from .._sinusoidal import SinusoidalPositionalEncoding
 from ._probe import forward_parameters, largest_difference, probing, signature_text
 from ._report import Replaced
 
-__all__ = ["TableRows", "examine_table", "table_of"]
+__all__ = ["TableRows", "examine_table"]
 
 _CONVENTIONS = ("paper", "tensor2tensor", "marian")
 _ROWS_COMPARED = 2048  # the first rows, and the last 16, are compared with posenc's
-
-
-def table_of(module: nn.Module) -> tuple[str, torch.Tensor] | None:
-    """The module's own 2-D floating tensor (a parameter or a buffer), if it has one."""
-    own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
-    for name, tensor in own:
-        if tensor.dim() == 2 and tensor.is_floating_point() and min(tensor.shape) >= 2:
-            return name, tensor
-    return None
 
 
 def _flipped(table: np.ndarray) -> np.ndarray:
@@ -247,26 +238,16 @@ def _same(module: nn.Module, new: nn.Module, calls: list[tuple[Any, ...]], atol:
     return True
 
 
-def _looks_like_a_table(table: torch.Tensor) -> bool:
-    """Cheap: values within [-1, 1] and row 0 made of zeros and ones (or all zero)."""
-    first = table[0].detach().double()
-    ones_and_zeros = bool(((first.abs() < 1e-6) | ((first - 1).abs() < 1e-6)).all())
-    return ones_and_zeros and float(table.detach().abs().max()) <= 1.0 + 1e-3
-
-
-def examine_table(module: nn.Module, *, looks_positional: bool) -> Any:
-    """``(record, replacement)``, the reason the table stays, or None (not positional)."""
-    found = table_of(module)
-    if found is None:
-        return None
-    attribute, table = found
-    trainable = isinstance(table, nn.Parameter) and table.requires_grad
+def examine_table(
+    module: nn.Module, attribute: str, table: torch.Tensor, *, trainable: bool, tabular: bool
+) -> Any:
+    """``(record, replacement)`` or the reason the table stays, for a module whose own 2-D
+    ``table`` (its ``attribute``) the swap found worth examining (``trainable``: a parameter
+    that is trained; ``tabular``: values that look like a sinusoidal table)."""
     learned = f"learned table (trainable parameter {attribute!r}, not a sinusoidal table)"
-    if not looks_positional and (trainable or not _looks_like_a_table(table)):
-        return None  # a weight matrix, or a table of something else
     if table.device.type == "meta":
         return "its table is on the meta device: nothing to verify"
-    if trainable and not _looks_like_a_table(table):
+    if trainable and not tabular:
         return learned
     match = match_table(table)
     if isinstance(match, str):

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._multi_axis import AxisOrder, AxisSchedule, _Request
-from .._rope_plan import rope_plan
-from ._checks import as_positions, check_dtype
-from ._functional import largest_position_seq_len
-from ._multi_axis import RopeFrequencies, multi_axis_spec
+from ..._rope.multi_axis import AxisOrder, AxisSchedule, _Request
+from ..._rope.plan import RopeLayer, rope_plan
+from .._checks import as_positions, check_dtype
+from .._functional import largest_position_seq_len
+from .._multi_axis import AxisFrequencies, multi_axis_spec
 
 __all__ = ["MultiAxisRotary"]
 
@@ -117,7 +117,11 @@ class MultiAxisRotary(nn.Module):
         Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``) or whose
         axis layout posenc builds no table for (the reason is the plan's).
         """
-        layer = rope_plan(config).layer(layer_type)
+        return cls._from_layer(rope_plan(config).layer(layer_type), axes_dim=axes_dim)
+
+    @classmethod
+    def _from_layer(cls, layer: RopeLayer, *, axes_dim: int = 0) -> MultiAxisRotary:
+        """The module of one multi-axis layer of a rope plan."""
         if not layer.uses_positions or not layer.multi_axis:
             raise ValueError(
                 f"layer_type {layer.layer_type!r} has one position axis (or none): "
@@ -141,7 +145,7 @@ class MultiAxisRotary(nn.Module):
         new._fixed = new._frequencies(None)
         return new
 
-    def _frequencies(self, seq_len: int | None) -> RopeFrequencies:
+    def _frequencies(self, seq_len: int | None) -> AxisFrequencies:
         """The frequency matrix, rows in the order of the axes of ``position_ids``."""
         made = self._spec.frequencies(seq_len)
         if self.slot_order == tuple(range(self.n_axes)):
@@ -149,7 +153,7 @@ class MultiAxisRotary(nn.Module):
         table = torch.empty_like(made.table)
         table[list(self.slot_order)] = made.table
         axes = tuple(a for a in range(self.n_axes) if bool(table[a].any()))
-        return RopeFrequencies(table, made.attention, axes)
+        return AxisFrequencies(table, made.attention, axes)
 
     def coordinates(self, position_ids: Any, device: torch.device) -> tuple[torch.Tensor, bool]:
         """``(b, s, n_axes)`` (or ``(*P, n_axes)``) coordinates of Hugging Face's

@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_float_dtype, check_int
-from ._features import PairLayout, check_pairs, layout_error, pair_slices
-from ._frequencies import check_omega_size
-from ._positions import table_positions
-from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
+from .._angles import angles, row_blocks
+from .._checks import check_float_dtype, check_int
+from .._features import PairLayout, check_pairs, layout_error, pair_slices
+from .._frequencies import check_omega_size
+from .._positions.sequence import table_positions
+from .scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = [
     "apply_rotary",
@@ -44,9 +45,6 @@ __all__ = [
     "resolve_rotary_dim",
     "rotary_cos_sin",
 ]
-
-# Rows per chunk when filling tables: keeps the float64 temporaries near 2 MiB each.
-_CHUNK_ELEMENTS = 1 << 18
 
 
 def resolve_rotary_dim(
@@ -165,15 +163,14 @@ def rotary_cos_sin(
     first, second = pair_slices(pairs, n)
     cos = np.empty((flat.shape[0], dim), dtype=out_dtype)
     sin = np.empty((flat.shape[0], dim), dtype=out_dtype)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    for start in range(0, flat.shape[0], rows):
-        angles = np.multiply.outer(flat[start : start + rows].astype(np.float64), omega)
+    for rows in row_blocks(flat.shape[0], n):
+        theta = angles(flat[rows], omega)
         for out, fn in ((cos, np.cos), (sin, np.sin)):
-            values = fn(angles)
+            values = fn(theta)
             if attention != 1.0:
                 values *= attention
-            out[start : start + rows, first] = values
-            out[start : start + rows, second] = values
+            out[rows, first] = values
+            out[rows, second] = values
     return cos.reshape(*pos.shape, dim), sin.reshape(*pos.shape, dim)
 
 

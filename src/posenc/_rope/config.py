@@ -65,7 +65,7 @@ FLAT = "full_attention"
 
 @dataclass
 class ConfigReading:
-    """What :func:`read_config` found (plain data; :mod:`posenc._rope_plan` interprets it)."""
+    """What :func:`read_config` found (plain data; ``_rope/plan.py`` interprets it)."""
 
     where: str
     model_type: str | None

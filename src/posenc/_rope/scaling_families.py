@@ -11,7 +11,7 @@
   "alpha": ...}`` (and carry YaRN-style keys that it does not read); :func:`posenc.rope_scaling`
   maps that spelling here.
 
-The records are registered on import, like those of ``posenc/_rope_scaling.py``.
+The records are registered on import, like those of ``scaling_types``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ._frequencies import paper_schedule
-from ._rope_scaling import RopeInput, RopeType, _record, positive, register
+from .._frequencies import paper_schedule
+from .records import RopeInput, RopeType, positive, register
+from .scaling_types import YARN_KEYS
 
 __all__: list[str] = []
 
@@ -51,7 +52,6 @@ register(
 )
 
 
-_YARN_KEYS = _record("yarn").keys
 _HUNYUAN_EXTRAS = ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate")
 
 
@@ -68,7 +68,7 @@ register(
         keys={
             "alpha": positive,
             # HunYuan configs carry YaRN's keys next to alpha; its NTK-alpha ignores them.
-            **{k: _YARN_KEYS[k] for k in _HUNYUAN_EXTRAS},
+            **{k: YARN_KEYS[k] for k in _HUNYUAN_EXTRAS},
         },
         required=("alpha",),
         transform=_ntk_alpha,

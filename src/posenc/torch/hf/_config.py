@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._rope_plan import rope_plan
-from ..hf import LlamaRotary, MultiAxisRotary
+from ..._rope.plan import rope_plan
+from ._multi_axis import MultiAxisRotary
+from ._rotary import LlamaRotary
 
 __all__ = ["layer_types", "rope_module"]
 
@@ -46,10 +47,12 @@ def layer_types(config: Any) -> list[str]:
 
 
 def _from_config(config: Any, layer_type: str | None) -> Any:
-    """``LlamaRotary``, or ``MultiAxisRotary`` where the plan gives the layer several axes."""
+    """``LlamaRotary``, or ``MultiAxisRotary`` where the plan gives the layer several axes:
+    the plan is read once, and its frequencies are the module's."""
     layer = rope_plan(config).layer(layer_type)
-    multi = layer.uses_positions and layer.multi_axis
-    return (MultiAxisRotary if multi else LlamaRotary).from_config(config, layer_type=layer_type)
+    if layer.uses_positions and layer.multi_axis:
+        return MultiAxisRotary._from_layer(layer)
+    return LlamaRotary._from_layer(layer)
 
 
 def rope_module(config: Any, layer_type: str | None = None) -> Any:

@@ -44,7 +44,8 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import (
+from .._angles import angles, row_blocks
+from .._checks import (
     _show,
     check_allocation,
     check_base,
@@ -54,9 +55,9 @@ from ._checks import (
     check_positions,
     check_sequence,
 )
-from ._features import PairLayout, check_pairs, pair_slices
-from ._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
-from ._rotary import default_seq_len, resolve_rotary_dim
+from .._features import PairLayout, check_pairs, pair_slices
+from .rotary import default_seq_len, resolve_rotary_dim
+from .scaling import RopeScaling, rope_frequencies, rope_scaling
 
 __all__ = [
     "AxisOrder",
@@ -75,9 +76,6 @@ AxisOrder = Literal["sectioned", "interleaved"]
 AxisSchedule = Literal["shared", "dealt", "per_axis"]
 _ORDERS: tuple[AxisOrder, ...] = ("sectioned", "interleaved")
 _SCHEDULES: tuple[AxisSchedule, ...] = ("shared", "dealt", "per_axis")
-
-# Rows per chunk when filling tables: keeps the float64 temporaries near 2 MiB each.
-_CHUNK_ELEMENTS = 1 << 18
 
 
 class MultiAxisFrequencies(NamedTuple):
@@ -450,16 +448,15 @@ def _fill_tables(
     check_allocation("positions and head_dim", (flat.shape[0], 2 * n), out_dtype.itemsize, 2)
     cos = np.empty((flat.shape[0], 2 * n), dtype=out_dtype)
     sin = np.empty((flat.shape[0], 2 * n), dtype=out_dtype)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    for start in range(0, flat.shape[0], rows):
-        block = flat[start : start + rows].astype(np.float64)
-        angles = np.zeros((block.shape[0], n), dtype=np.float64)
+    for rows in row_blocks(flat.shape[0], n):
+        block = flat[rows]
+        theta = np.zeros((block.shape[0], n), dtype=np.float64)
         for a in used:
-            angles += np.multiply.outer(block[:, a], matrix[a])
+            theta += angles(block[:, a], matrix[a])
         for out, fn in ((cos, np.cos), (sin, np.sin)):
-            values = fn(angles)
+            values = fn(theta)
             if scaled:
                 values *= attention
-            out[start : start + rows, first] = values
-            out[start : start + rows, second] = values
+            out[rows, first] = values
+            out[rows, second] = values
     return cos, sin

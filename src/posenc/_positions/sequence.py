@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import (
+from .._checks import (
     MAX_EXACT_POSITION,
     _show,
     as_int64,

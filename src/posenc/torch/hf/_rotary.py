@@ -1,46 +1,5 @@
-"""Drop-in replacements for the positional modules of Hugging Face ``transformers`` models.
-
-Each class here takes the call signature of one ``transformers`` module, so it can be assigned
-in place of that module on a built (or loaded) model, and returns the same values computed
-by posenc: in float64, rounded once to the model's dtype, at any position (no table ceiling).
-
-================================  ==============================================  ===============
-posenc module                     replaces (``transformers``)                     convention
-================================  ==============================================  ===============
-:class:`MarianPositions`          ``MarianSinusoidalPositionalEmbedding``,        ``marian``
-                                  ``PegasusSinusoidalPositionalEmbedding``
-:class:`M2M100Positions`          ``M2M100SinusoidalPositionalEmbedding``         ``tensor2tensor``
-                                  (M2M100, NLLB): fairseq numbering, zero
-                                  vector at padding
-:class:`WhisperEncoderPositions`  the Whisper encoder's fixed ``embed_positions``  ``tensor2tensor``
-                                  (an ``nn.Embedding`` holding ``sinusoids``)
-:class:`LlamaRotary`              ``LlamaRotaryEmbedding`` (cos/sin of RoPE, with  RoPE, ``half``
-                                  the config's ``rope_parameters`` scaling)       pairs
-:class:`MultiAxisRotary`          ``Qwen2VLRotaryEmbedding`` and the M-RoPE       M-RoPE, ``half``
-                                  modules of Qwen2.5-VL, Qwen3-VL, Qwen3.5, ...:  pairs
-                                  ``position_ids`` ``(3, b, s)`` or ``(b, s)``
-================================  ==============================================  ===============
-
-The two-line swap finds these modules, and the rotary modules of other models (interleaved
-pairs, one column per pair, complex phasors, per-layer-type parameters, multi-axis
-``position_ids``), by what they compute,
-verifies each against posenc's tables and returns a :class:`SwapReport`::
-
-    from posenc.torch.hf import swap_positions
-    print(swap_positions(model))   # what was replaced, and why anything positional was left
-
-or, one module at a time (``like`` copies size, dtype and device from the module it replaces
-and checks that the module's table really is that convention)::
-
-    from posenc.torch.hf import MarianPositions
-    model.model.encoder.embed_positions = MarianPositions.like(model.model.encoder.embed_positions)
-
-This module never imports ``transformers``: the classes only mimic the call signatures. Data
-checks follow the rule of ``posenc.torch`` (docs/architecture.md): CPU positions are checked
-like the NumPy core's, accelerator tensors are not read in ``forward``.
-
-Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``embedding_dim``.
-"""
+"""``LlamaRotary``: the drop-in for ``LlamaRotaryEmbedding`` and the rotary modules that return
+its cos/sin, computed from float64 frequencies read once from a model's rope plan."""
 
 from __future__ import annotations
 
@@ -49,36 +8,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_base, check_bool, check_int
-from .._rope_plan import rope_plan
-from .._rope_scaling import RopeScaling, rope_frequencies, rope_scaling
-from .._rotary import resolve_rotary_dim
-from ._checks import as_positions, check_dtype
-from ._functional import largest_position_seq_len
-from ._hf_absolute import (
-    M2M100Positions,
-    MarianPositions,
-    WhisperEncoderPositions,
-    check_same_table,
-    fairseq_positions,
-)
-from ._hf_multi_axis import MultiAxisRotary
-from ._kernels._table import rope_cos_sin
-from ._swap._report import SwapReport
+from ..._checks import check_base, check_bool, check_int
+from ..._rope.plan import RopeLayer, rope_plan
+from ..._rope.rotary import resolve_rotary_dim
+from ..._rope.scaling import RopeScaling, rope_frequencies, rope_scaling
+from .._checks import as_positions, check_dtype
+from .._functional import largest_position_seq_len
+from .._kernels._table import rope_cos_sin
+from ._absolute import check_same_table
 
-__all__ = [
-    "LlamaRotary",
-    "M2M100Positions",
-    "MarianPositions",
-    "MultiAxisRotary",
-    "SwapReport",
-    "WhisperEncoderPositions",
-    "fairseq_positions",
-    "swap_positions",
-]
-
-
-# -- Llama (RoPE) ----------------------------------------------------------------------------
+__all__ = ["LlamaRotary"]
 
 
 def _config_value(config: Any, name: str) -> Any:
@@ -158,7 +97,12 @@ class LlamaRotary(nn.Module):
         (``torch.cat((freqs, freqs))``); Cohere's return an interleaved one (:meth:`like`
         checks a module's table).
         """
-        layer = rope_plan(config).layer(layer_type)
+        return cls._from_layer(rope_plan(config).layer(layer_type))
+
+    @classmethod
+    def _from_layer(cls, layer: RopeLayer) -> LlamaRotary:
+        """The module of one layer of a rope plan, from the float64 frequencies the plan
+        computed (nothing is read or computed twice)."""
         if not layer.uses_positions:
             raise ValueError(
                 f"layer_type {layer.layer_type!r} does not rotate ({'; '.join(layer.notes)}): "
@@ -169,11 +113,12 @@ class LlamaRotary(nn.Module):
                 f"layer_type {layer.layer_type!r} is multi-axis (axes {', '.join(layer.axes)}): "
                 "LlamaRotary builds 1-D RoPE"
             )
-        keeps = layer.scaling is not None and layer.scaling.record.keeps_head_dim
-        rotary_dim = None if keeps else layer.rotary_dim
-        return cls(
-            layer.head_dim, base=layer.base or 0.0, scaling=layer.scaling, rotary_dim=rotary_dim
-        )
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        new.head_dim, new.rotary_dim = layer.head_dim, layer.rotary_dim
+        new.base, new.scaling = layer.base or 0.0, layer.scaling
+        new._omega, new._attention = torch.tensor(layer.frequencies), layer.attention_factor
+        return new
 
     @classmethod
     def like(cls, module: nn.Module, *, check: bool = True) -> LlamaRotary:
@@ -232,52 +177,3 @@ class LlamaRotary(nn.Module):
     def extra_repr(self) -> str:
         text = f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}"
         return text if self.scaling is None else f"{text}, scaling={self.scaling!r}"
-
-
-# -- the whole model --------------------------------------------------------------------------
-
-
-def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
-    """Replace, in place, every positional module of ``model`` that posenc reproduces.
-
-    Modules are found by what they compute, never by their class name (``transformers`` is
-    never imported). Each candidate is called on probe inputs (the first 256 positions and
-    some far ones) and compared with posenc's float64 table before anything is replaced:
-
-    - rotary modules, called ``module(x, position_ids)`` or ``module(x, position_ids,
-      layer_type)``, returning ``(cos, sin)`` in the ``half`` layout (→ :class:`LlamaRotary`),
-      with interleaved pairs or one column per pair, or complex phasors (``freqs_cis``); the
-      frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
-      partial rotation, per-layer-type parameters) or from its ``dim`` and ``base``;
-    - multi-axis rotary modules (M-RoPE), called ``module(x, position_ids)`` with ids
-      ``(n_axes, b, s)`` (language models: Qwen2-VL, Qwen3-VL, ...) or ``(N, n_axes)``
-      (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
-      their order come from the config's rope plan and are verified on ids that differ
-      between the axes;
-    - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
-      ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
-      (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
-      token ids (→ :class:`M2M100Positions`), at the given positions (→
-      :class:`WhisperEncoderPositions`) or by the input's length.
-
-    A replacement returns what the module returned, in the same form, dtype and device; it
-    never calls the module. Modules that look positional (by name, or by their call) but
-    are not reproduced stay, and the report says why.
-
-    Args:
-        model: any ``nn.Module``, e.g. a ``LlamaForCausalLM`` or a ``MarianMTModel``.
-        strict: raise ``ValueError`` listing the modules left in place (the model is then
-            unchanged) instead of reporting them.
-
-    Returns:
-        a :class:`SwapReport`: ``replaced`` (name, kind, layout, detail, replacement),
-        ``left`` (name, reason) and ``names`` (the replaced modules' names).
-
-    >>> print(swap_positions(nn.Linear(2, 2)))
-    SwapReport: no positional module found
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    from ._swap._swap import swap
-
-    return swap(model, check_bool("strict", strict))

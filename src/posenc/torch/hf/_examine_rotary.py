@@ -24,7 +24,6 @@ that folds three axes into one table per token is not 1-D RoPE and is left.
 from __future__ import annotations
 
 import copy
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +31,12 @@ import torch
 from torch import nn
 
 from .._kernels._cast import cast_exact
-from ..hf import LlamaRotary, MultiAxisRotary
-from ._probe import forward_parameters, largest_difference, probing, signature_text, where
-from ._seam import layer_types, rope_module
+from ._config import layer_types, rope_module
+from ._multi_axis import MultiAxisRotary
+from ._probe import largest_difference, probing, signature_text
+from ._rotary import LlamaRotary
 
-__all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary", "rotary_call"]
+__all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary"]
 
 LAYOUTS = ("half", "interleaved", "columns", "complex")
 
@@ -50,6 +50,13 @@ def _axis_ids(n_axes: int) -> torch.Tensor:
     """``(n_axes, 1, s)`` probe ids, different on every axis, near and far."""
     steps = _FAR[None, None]
     return torch.cat([(steps * (2 * a + 1) + 5 * a) % 4096 for a in range(n_axes)])
+
+
+def where(module: nn.Module) -> torch.device:
+    """The device of the module's own tensors (CPU when it has none)."""
+    for tensor in [*module.buffers(), *module.parameters()]:
+        return tensor.device
+    return torch.device("cpu")
 
 
 def _layout_of(half: torch.Tensor, layout: str) -> torch.Tensor:
@@ -119,24 +126,6 @@ class RotaryTables(nn.Module):
 
 
 # -- recognising ---------------------------------------------------------------------------------
-
-
-def rotary_call(module: nn.Module) -> bool | str:
-    """Whether ``module`` is called with a layer type, or why its call is not understood.
-
-    Understood: ``forward(x, position_ids)`` and ``forward(x, position_ids, layer_type)``
-    (other parameters must have defaults).
-    """
-    params = forward_parameters(module)
-    names = [p.name for p in params or ()]
-    if len(names) < 2 or names[1] != "position_ids":
-        return f"call signature not understood: {signature_text(module)}"
-    required = [
-        p.name for p in params or () if p.default is inspect.Parameter.empty and p.kind <= 2
-    ]
-    if any(name not in (names[0], "position_ids", "layer_type") for name in required):
-        return f"call signature not understood: {signature_text(module)}"
-    return "layer_type" in names[2:3]
 
 
 @dataclass(frozen=True)
@@ -218,8 +207,17 @@ def _layouts(form: str, width: int, rotary_dim: int) -> tuple[str, ...]:
     return ("columns",) if width == rotary_dim // 2 else ()
 
 
-def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | None, str]:
-    """The layout in which ``output`` is posenc's table of ``positions``, or why none is."""
+def _ours(rotary: Any, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """posenc's float64 ``half`` tables of ``positions`` (on the CPU)."""
+    cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
+    return cos, sin
+
+
+def _compare(
+    output: Any, rotary: Any, positions: torch.Tensor, ours: Any = None
+) -> tuple[str | None, str]:
+    """The layout in which ``output`` is posenc's table of ``positions`` (``ours``: those
+    tables, when already computed), or why none is."""
     found = _parts(output)
     if found is None:
         return None, f"returns {_describe(output)}, not (cos, sin) or complex phasors"
@@ -228,7 +226,7 @@ def _compare(output: Any, rotary: Any, positions: torch.Tensor) -> tuple[str | N
     layouts = _layouts(form, width, r)
     if not layouts:
         return None, f"its tables are {width} wide; posenc's rotary_dim is {r} ({r // 2} pairs)"
-    cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
+    cos, sin = _ours(rotary, positions) if ours is None else ours
     scale = max(1.0, float(cos.abs().max()))
     eps = float(torch.finfo(theirs[0].dtype).eps)
     p = _magnitude(positions, rotary).unsqueeze(-1)
@@ -389,9 +387,15 @@ def _check(
     """``candidate`` checked against the module's outputs for 1-D ids, then for ids that
     differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
     near, far, low = outputs
-    layout, why = _compare(near, candidate, _NEAR[None])
+    far_tables = _ours(candidate, _FAR[None])
+    scaling = getattr(candidate, "scaling", None)
+    if scaling is not None and scaling.depends_on_length:  # other frequencies at 256
+        near_tables = _ours(candidate, _NEAR[None])
+    else:  # the first 256 positions of the far probe
+        near_tables = far_tables[0][..., :256, :], far_tables[1][..., :256, :]
+    layout, why = _compare(near, candidate, _NEAR[None], near_tables)
     if layout is not None:
-        far_layout, why = _compare(far, candidate, _FAR[None])
+        far_layout, why = _compare(far, candidate, _FAR[None], far_tables)
         layout = layout if far_layout == layout else None
     if layout is not None:
         why = _axes_check(module, candidate, layout, () if key is None else (key,))
@@ -399,11 +403,9 @@ def _check(
     return why if layout is None else (candidate, layout, _dtype_rule(low, layout))
 
 
-def examine_rotary(module: nn.Module) -> RotaryFinding | str:
-    """What ``module`` computes, verified, or the reason it is left in place."""
-    with_layer = rotary_call(module)
-    if isinstance(with_layer, str):
-        return with_layer
+def examine_rotary(module: nn.Module, with_layer: bool) -> RotaryFinding | str:
+    """What ``module`` computes, verified, or the reason it is left in place; ``with_layer``:
+    it is called with a layer type (:func:`rotary_call`)."""
     if where(module).type == "meta":
         return "its tensors are on the meta device: nothing to verify"
     keys = _layer_types(module) if with_layer else [None]

@@ -1,7 +1,9 @@
-"""Tests of ``posenc.torch.SinusoidalPositionalEncoding``, ``sinusoidal`` and ``cast_exact``.
+"""Tests of the module ``posenc.torch.SinusoidalPositionalEncoding``.
 
-References are the NumPy core (``posenc.sinusoidal``, float64) and, for float16/bfloat16, a
-rounding helper written here from the bit patterns (never ``cast_exact`` or ``Tensor.to``).
+References are the NumPy core (``posenc.sinusoidal``, float64) and, for float16/bfloat16, the
+rounding helper ``round_once`` of ``tests/torch/conftest.py`` (never ``cast_exact`` or
+``Tensor.to``). The functional ``posenc.torch.sinusoidal`` is tested in ``test_functional.py``,
+``cast_exact`` in ``test_cast.py``.
 """
 
 from __future__ import annotations
@@ -21,107 +23,11 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import posenc  # noqa: E402
-from posenc.torch import SinusoidalPositionalEncoding, cast_exact, sinusoidal  # noqa: E402
+from posenc.torch import SinusoidalPositionalEncoding, sinusoidal  # noqa: E402
+from tests.torch.conftest import core, round_once, same_bits  # noqa: E402
 
 CONVENTIONS = ("paper", "tensor2tensor", "marian")
 HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-# -- independent references --------------------------------------------------------------------
-
-
-def core(positions, d_model, *, dtype=np.float32, **kwargs) -> torch.Tensor:
-    """The NumPy core's table as a tensor."""
-    return torch.from_numpy(posenc.sinusoidal(positions, d_model, dtype=dtype, **kwargs))
-
-
-def round_once(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Round float64 ``table`` to float16/bfloat16 once, to nearest with ties to even.
-
-    ``Tensor.to`` rounds via float32 and may be one ulp off, but it is never further than one
-    ulp from the correct result, so the correct result is among the three bit patterns around
-    it. Pick the one closest to the float64 value (distances are exact in float64) and, on a
-    tie, the one with an even bit pattern. Works on magnitudes, then restores the sign.
-    """
-    assert table.dtype == torch.float64
-    magnitude = table.abs()
-    bits = magnitude.to(dtype).view(torch.int16).to(torch.int32)
-    candidates = torch.stack([(bits - 1).clamp(min=0), bits, bits + 1], dim=-1)
-    values = candidates.to(torch.int16).view(dtype).to(torch.float64)
-    distance = (values - magnitude.unsqueeze(-1)).abs()
-    closest = distance == distance.min(dim=-1, keepdim=True).values
-    score = 2 * closest.to(torch.int32) + (closest & (candidates % 2 == 0)).to(torch.int32)
-    chosen = candidates.gather(-1, score.argmax(dim=-1, keepdim=True)).squeeze(-1)
-    chosen = torch.where(torch.signbit(table), chosen | 0x8000, chosen)
-    return chosen.to(torch.int16).view(dtype)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality of two float16/bfloat16 tensors (same dtype and shape)."""
-    assert a.dtype == b.dtype
-    assert a.shape == b.shape
-    return torch.equal(a.view(torch.int16), b.view(torch.int16))
-
-
-def test_round_once_helper_on_known_values():
-    bf16 = torch.bfloat16
-    cases = [
-        (1 + 2**-8, 1.0),  # tie: even mantissa wins (down)
-        (1 + 3 * 2**-8, 1 + 2**-6),  # tie: even mantissa wins (up)
-        (1 + 2**-8 + 2**-30, 1 + 2**-7),  # just above the tie
-        (-(1 + 2**-8 + 2**-30), -(1 + 2**-7)),
-        (1 + 2**-8 - 2**-30, 1.0),
-        (0.0, 0.0),
-    ]
-    source = torch.tensor([c[0] for c in cases], dtype=torch.float64)
-    result = round_once(source, bf16).to(torch.float64).tolist()
-    assert result == [c[1] for c in cases]
-
-
-def test_round_once_helper_matches_numpy_float16():
-    # NumPy converts float64 -> float16 directly (one rounding): an independent check.
-    rng = np.random.default_rng(0)
-    values = np.concatenate(
-        [
-            rng.uniform(-1, 1, 20000),
-            rng.uniform(-1e-5, 1e-5, 2000),  # float16 subnormals
-            1 + (2 * np.arange(64) + 1) * 2.0**-11,  # exact ties
-            1 + (2 * np.arange(64) + 1) * 2.0**-11 + 2.0**-40,  # just above ties
-        ]
-    )
-    expected = torch.from_numpy(values.astype(np.float16))
-    assert same_bits(round_once(torch.from_numpy(values), torch.float16), expected)
-
-
-def test_tensor_to_rounds_twice_and_cast_exact_does_not():
-    x = torch.tensor([1 + 2**-8 + 2**-30], dtype=torch.float64)
-    assert x.to(torch.bfloat16).item() == 1.0  # double rounding: wrong
-    assert cast_exact(x, torch.bfloat16).item() == 1 + 2**-7
-    assert same_bits(cast_exact(x, torch.bfloat16), round_once(x, torch.bfloat16))
-
-
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_cast_exact_matches_single_rounding_on_random_values(dtype):
-    rng = np.random.default_rng(1)
-    random = rng.uniform(-2, 2, 50000) * 2.0 ** rng.integers(-20, 8, 50000)
-    # midpoints between neighbours, exactly and 2**-30 (relative) either side of them
-    half_ulp = 2.0 ** -(11 if dtype == torch.float16 else 8)
-    mid = 1 + (2 * rng.integers(0, 100, 3000) + 1) * half_ulp
-    nudge = rng.integers(-1, 2, 3000) * 2.0**-30
-    scale = rng.choice([-1.0, 1.0], 3000) * 2.0 ** rng.integers(-12, 12, 3000)
-    values = torch.from_numpy(np.concatenate([random, (mid + nudge) * scale]))
-    assert same_bits(cast_exact(values, dtype), round_once(values, dtype))
-    assert not same_bits(values.to(dtype), round_once(values, dtype))  # the test has teeth
-
-
-def test_cast_exact_float32_float64_and_errors():
-    table = core(10, 6, dtype=np.float64)
-    assert torch.equal(cast_exact(table, torch.float64), table)
-    assert torch.equal(cast_exact(table, torch.float32), core(10, 6))
-    with pytest.raises(TypeError, match=re.escape("table must be float64, got torch.float32")):
-        cast_exact(table.float(), torch.float16)
-    with pytest.raises(TypeError, match=r"dtype must be one of torch\.float16, .*torch\.int8"):
-        cast_exact(table, torch.int8)
 
 
 # -- forward equals x + core table -------------------------------------------------------------
@@ -762,49 +668,6 @@ ERRORS = [
         "length_or_positions must be finite",
         id="encoding-nan",
     ),
-    pytest.param(
-        lambda: sinusoidal(3, 8, dtype=torch.int32),
-        TypeError,
-        "dtype must be one of torch.float16, torch.bfloat16, torch.float32, torch.float64, "
-        "got torch.int32",
-        id="sinusoidal-dtype",
-    ),
-    pytest.param(
-        lambda: sinusoidal(3, 0),
-        ValueError,
-        "d_model must be an integer >= 1, got 0",
-        id="sinusoidal-d_model",
-    ),
-    pytest.param(
-        lambda: sinusoidal(-1, 4),
-        ValueError,
-        "positions must be an integer >= 0, got -1",
-        id="sinusoidal-length",
-    ),
-    pytest.param(
-        lambda: sinusoidal([1.0, math.nan], 4),
-        ValueError,
-        "positions must be finite",
-        id="sinusoidal-nan",
-    ),
-    pytest.param(
-        lambda: sinusoidal(torch.tensor([True]), 4),
-        TypeError,
-        "positions must hold integers or real numbers, got dtype torch.bool",
-        id="sinusoidal-bool",
-    ),
-    pytest.param(
-        lambda: sinusoidal(3, 4, base=0),
-        ValueError,
-        "base must be a positive finite number, got 0.0",
-        id="sinusoidal-base",
-    ),
-    pytest.param(
-        lambda: sinusoidal(3, 4, convention="bert"),
-        ValueError,
-        "convention must be one of",
-        id="sinusoidal-convention",
-    ),
 ]
 
 
@@ -819,48 +682,6 @@ def test_rejected_call_leaves_cache_untouched():
     with pytest.raises(ValueError, match="offset must be an integer >= 0"):
         m(_x(1, 10, 8), offset=-1)
     assert m.pe.shape == (4, 8)
-
-
-# -- functional sinusoidal vs the NumPy core --------------------------------------------------
-
-
-@pytest.mark.parametrize("convention", CONVENTIONS)
-@pytest.mark.parametrize(
-    "positions",
-    [
-        13,
-        [[3, 1, 4], [1, 5, 9]],
-        np.arange(24).reshape(2, 3, 4) * 997,
-        [0.5, -2.75, 1234.125],
-        [-5, -1, 0, 70000],
-        2.5,
-    ],
-    ids=["int", "2d", "3d", "float", "negative", "scalar"],
-)
-@pytest.mark.parametrize("d_model", [5, 8])
-def test_functional_sinusoidal_equals_core(convention, positions, d_model):
-    kwargs = {"convention": convention, "base": 1000.0}
-    tensor_pos = positions if isinstance(positions, int) else torch.as_tensor(positions)
-    ref32 = posenc.sinusoidal(positions, d_model, **kwargs)
-    out32 = sinusoidal(tensor_pos, d_model, dtype=torch.float32, **kwargs)
-    assert out32.dtype == torch.float32
-    assert torch.equal(out32, torch.from_numpy(ref32))
-    assert torch.equal(sinusoidal(tensor_pos, d_model, **kwargs), out32)  # default dtype
-    if not isinstance(positions, int):  # lists and arrays are accepted as they are
-        assert torch.equal(sinusoidal(positions, d_model, **kwargs), out32)
-    ref64 = posenc.sinusoidal(positions, d_model, dtype=np.float64, **kwargs)
-    out64 = sinusoidal(tensor_pos, d_model, dtype=torch.float64, **kwargs).numpy()
-    assert out64.shape == ref64.shape
-    # torch's and NumPy's float64 sin/cos may differ in the last bit
-    assert np.all(np.abs(out64 - ref64) <= np.spacing(np.abs(ref64)))
-
-
-def test_functional_sinusoidal_default_dtype_and_device():
-    out = sinusoidal(4, 6)
-    assert out.dtype == torch.get_default_dtype()
-    assert out.device.type == "cpu"
-    assert sinusoidal(4, 6, device="cpu").device.type == "cpu"
-    assert sinusoidal(torch.arange(3), 6, device="meta").device.type == "meta"
 
 
 # -- regressions: offset is added in int64/float64; share_memory keeps the buffer ---------------
@@ -892,23 +713,3 @@ def test_share_memory_keeps_pe_shared():
     m = SinusoidalPositionalEncoding(8, max_len=4)
     m.share_memory()
     assert m.pe.is_shared()
-
-
-@pytest.mark.parametrize("value", [2**60, -(2**63), 2**53 + 1, -(2**53) - 1])
-def test_positions_beyond_float64_exactness_are_rejected(value):
-    """Like the NumPy core: float64 holds integer positions exactly only up to 2**53.
-
-    -2**63 matters because abs() of the int64 minimum overflows to a negative number;
-    2**53 + 1 because it rounds to 2**53 in float64, so the check must compare integers.
-    """
-    with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
-        sinusoidal(torch.tensor([value]), 4)
-    with pytest.raises(ValueError, match=r"positions must lie within \+-2\*\*53"):
-        posenc.sinusoidal(np.array([value], dtype=np.int64), 4)
-
-
-def test_positions_at_float64_exactness_limit_are_accepted():
-    for value in (2**53, -(2**53)):
-        expected = posenc.sinusoidal(np.array([value], dtype=np.int64), 4, dtype=np.float64)
-        got = sinusoidal(torch.tensor([value]), 4, dtype=torch.float64)
-        np.testing.assert_array_equal(got.numpy(), expected)

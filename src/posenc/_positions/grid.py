@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_int, check_position_magnitude, check_sequence
+from .._checks import check_int, check_position_magnitude, check_sequence
 
 __all__ = ["grid_positions"]
 

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import _show, check_bool, check_int, check_real, check_sequence
+from .._checks import _show, check_bool, check_int, check_real, check_sequence
 
 __all__ = ["MultimodalPositions", "multimodal_positions"]
 

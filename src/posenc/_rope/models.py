@@ -1,0 +1,138 @@
+"""What a model's code decides about its RoPE and its config does not say.
+
+Configs give frequencies and sizes; the pair layout is the convention of the model's
+``apply_rotary_pos_emb`` (or equivalent), recorded here per ``model_type``
+(:data:`PAIRS_BY_MODEL`), with DeepSeek's ``rope_interleave`` flag read where the model has
+it; every other model pairs channel ``i`` with ``i + rotary_dim/2`` (transformers'
+``rotate_half``). Also here: what a model does with the rotation that the layout alone does
+not say (notes), the layouts no posenc table describes, and the models whose config gives
+the rotated channels as a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from .._features import PairLayout
+from .config import ConfigReading
+
+__all__ = ["MODEL_NOTES", "PAIRS_BY_MODEL", "ROTARY_DIM_MODELS", "UNSUPPORTED", "pairs_of"]
+
+_M = "transformers.models."
+_HALF_SOURCE = "transformers' rotate_half convention (channel i pairs with i + rotary_dim/2)"
+
+#: model_type -> (pair layout, the function of the model that rotates), for the models whose
+#: attention does not pair channel ``i`` with ``i + rotary_dim/2`` (transformers' default).
+PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
+    {
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb")
+            for t, m in [
+                ("cohere", "cohere"),  # rotate_half pairs 2k, 2k+1
+                ("cohere2", "cohere2"),
+                ("cohere2_moe", "cohere2_moe"),
+                ("blt", "blt"),
+                ("blt_patcher", "blt"),
+                ("blt_local_encoder", "blt"),
+                ("blt_local_decoder", "blt"),
+                ("blt_global_transformer", "blt"),
+                ("glm", "glm"),  # the half table, repeat_interleave'd
+                ("glm4", "glm4"),
+                ("helium", "helium"),
+                ("ernie4_5", "ernie4_5"),
+                ("ernie4_5_moe", "ernie4_5_moe"),
+                ("moonshine", "moonshine"),
+                ("moonshine_streaming", "moonshine_streaming"),
+                ("deepseek_v4", "deepseek_v4"),
+                ("pe_audio_encoder", "pe_audio"),  # 2x2 rotation blocks (stack_freqs)
+                ("pe_video_encoder", "pe_video"),
+                ("pe_audio_video_encoder", "pe_audio_video"),
+                ("openai_privacy_filter", "openai_privacy_filter"),  # x[..., ::2], x[..., 1::2]
+                ("ernie4_5_vl_moe_text", "ernie4_5_vl_moe"),
+                ("glm4v_text", "glm4v"),  # rotate_half_llm pairs 2k, 2k+1
+                ("glm_ocr_text", "glm_ocr"),
+                ("efficientloftr", "efficientloftr"),  # Cohere's rotate_half
+                ("gptj", "gptj"),  # rotate_every_two pairs 2k, 2k+1
+                ("codegen", "codegen"),
+            ]
+        },
+        **{  # vision towers whose rotate_pairwise pairs 2k, 2k+1
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.{f}")
+            for t, m, f in [
+                ("inkling2_vision", "inkling2", "apply_rotary_pos_emb_vision"),
+                ("sam2_video", "sam2_video", "apply_rotary_pos_emb_2d"),
+                ("sam3_tracker_video", "sam3_tracker_video", "apply_rotary_pos_emb_2d"),
+                ("sam3_vit_model", "sam3", "apply_rotary_pos_emb_2d"),
+                ("edgetam_video", "edgetam_video", "apply_rotary_pos_emb_2d_self_attn"),
+                ("llama4_vision_model", "llama4", "vision_apply_rotary_emb"),  # complex pairs
+            ]
+        },
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_emb")  # complex pairs
+            for t, m in [("deepseek_v2", "deepseek_v2"), ("llama4_text", "llama4")]
+        },
+        **{
+            t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb_interleave")
+            for t, m in [
+                ("axk2", "axk2"),
+                ("bailing_hybrid", "bailing_hybrid"),
+                ("deepseek_v32", "deepseek_v32"),
+                ("dots3_note_text", "dots3_note"),
+                ("glm_moe_dsa", "glm_moe_dsa"),
+                ("longcat_flash", "longcat_flash"),
+                ("mistral_large4_text", "mistral_large4"),
+            ]
+        },
+    }
+)
+
+# Models that choose by their config's ``rope_interleave`` (default True): model_type -> module.
+_INTERLEAVE_FLAG = {
+    "axk1": "axk1",
+    "deepseek_v3": "deepseek_v3",
+    "glm4_moe_lite": "glm4_moe_lite",
+    "mistral4": "mistral4",
+    "youtu": "youtu",
+}
+
+# What a model does with the rotation that the layout alone does not say.
+MODEL_NOTES = {
+    "nanochat": "rotates by -angle: its rotate_half returns (x2, -x1)",
+    "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
+    "deepseek_v32": "its indexer rotates its own keys with half pairs",
+    "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
+    "mlcd_vision_model": "MLCDVisionModel prepends the class token's cos/sin, made from a "
+    "learned parameter (class_pos_emb), to the patches' tables",
+    "gemma4_vision": "rotates each axis's block of channels with its own rotate_half "
+    "(apply_multidimensional_rope): pairs (i, i + head_dim/4) inside each half of the head, "
+    "which neither 'half' nor 'interleaved' describes",
+    "hunyuan_vl_text": "splits the doubled table [θ, θ] by sections: the two channels of a "
+    "rotate_half pair turn with different axes (no one angle per pair)",
+    "ernie4_5_vl_moe_text": "height and width take turns over the first sections[0] + "
+    "sections[1] pairs and time takes the last sections[2] (Ernie4_5_VLMoeTextRotaryEmbedding), "
+    "a layout neither 'sectioned' nor 'interleaved' describes",
+}
+
+# Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
+# files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
+# whole head in transformers.
+ROTARY_DIM_MODELS = frozenset({"gptj", "codegen", "minimax_m2"})
+
+
+def pairs_of(reading: ConfigReading) -> tuple[PairLayout, str]:
+    """``(pair layout, the function of the model that decides it)`` for a config."""
+    model = reading.model_type or ""
+    if model in PAIRS_BY_MODEL:
+        return PAIRS_BY_MODEL[model]
+    if model in _INTERLEAVE_FLAG:
+        flag = reading.top.get("rope_interleave")
+        module = _INTERLEAVE_FLAG[model]
+        if flag is None or flag:
+            return "interleaved", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb_interleave"
+        return "half", f"{_M}{module}.modeling_{module}.apply_rotary_pos_emb"
+    return "half", _HALF_SOURCE
+
+
+# Layers whose tables posenc does not build: the reason is their note in MODEL_NOTES.
+UNSUPPORTED = frozenset({"gemma4_vision", "hunyuan_vl_text", "ernie4_5_vl_moe_text"})
