@@ -80,7 +80,7 @@ def graphical_browser() -> webbrowser.BaseBrowser | None:
     except webbrowser.Error:
         return None
     name = os.path.basename(str(getattr(browser, "name", "")))
-    if name in TEXT_BROWSERS or isinstance(browser, webbrowser.GenericBrowser):
+    if name in TEXT_BROWSERS or type(browser) is webbrowser.GenericBrowser:
         return None  # GenericBrowser: a command that runs in the terminal
     return browser
 

@@ -162,6 +162,8 @@ def read_upload(kind: str, data: bytes, name: str) -> dict[str, Any]:
             return identify_result(table.array, shown, table.tolerance)
         except (FileError, ValueError, TypeError, OSError) as exc:
             message = str(exc).replace(str(path), shown)
+            message = message.replace("; pass a larger --max-bytes to read it", "")
+            message = message.replace("--max-bytes", "the upload limit")
             raise ValueError(message) from None
 
 

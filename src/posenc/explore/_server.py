@@ -77,13 +77,13 @@ class ExplorerServer(ThreadingHTTPServer):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
         super().__init__((host, port), _Handler)
         self.host, self.port = host, int(self.server_address[1])
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self.port}/"
         names = {shown, *(("127.0.0.1", "localhost", "[::1]") if host in LOOPBACK else ())}
         self.allowed_hosts = {f"{n}:{self.port}" for n in names}
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
 
     def compute(self, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Run ``work`` in the pool; a RequestError 503 after :data:`COMPUTE_SECONDS`."""
