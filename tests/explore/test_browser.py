@@ -70,8 +70,9 @@ def _set(driver: Any, panel: str, name: str, value: str) -> None:
         element.send_keys(value)
         element.send_keys(Keys.TAB)  # leaving the field fires "change"
     WebDriverWait(driver, 30).until(
-        lambda d: _updates(d, panel) > before
-        or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        lambda d: (
+            _updates(d, panel) > before or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        )
     )
     error = driver.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
     assert not error, f"{panel}.{name} = {value}: {error}"
@@ -89,7 +90,9 @@ def test_every_panel_renders_without_console_errors(browser: Any, server: Explor
         assert section.find_element(By.CSS_SELECTOR, ".caption").text, panel.name
         assert section.find_elements(By.CSS_SELECTOR, "dd[data-key]"), panel.name
         for control in panel.controls:  # each input has its label
-            label = section.find_element(By.CSS_SELECTOR, f"label[for='{panel.name}-{control.name}']")
+            label = section.find_element(
+                By.CSS_SELECTOR, f"label[for='{panel.name}-{control.name}']"
+            )
             assert control.label in label.text
 
 
@@ -98,7 +101,8 @@ def test_no_request_leaves_the_machine(browser: Any, server: ExplorerServer) -> 
         "return performance.getEntriesByType('resource').map(e => e.name)"
     )
     origin = server.url.rstrip("/")
-    assert urls and all(u.startswith(origin) for u in urls), urls
+    assert urls
+    assert all(u.startswith(origin) for u in urls), urls
 
 
 #: A value each control moves to (the others: a select's last choice, a number doubled).
@@ -163,8 +167,8 @@ def _expected(panel: str) -> tuple[str, float]:
         table = analysis.odd_exponent_table(np.arange(200), 16, base=BASE, dtype=np.float64)
         return "bad", analysis.check_shift(table[:201], 1, base=BASE)
     if panel == "scaling":
-        omega, _ = posenc.rope_frequencies(128, base=BASE, scaling={
-            "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192})  # fmt: skip
+        yarn = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}
+        omega, _ = posenc.rope_frequencies(128, base=BASE, scaling=yarn)
         return "omega_last", float(omega[-1])
     if panel == "multi_axis":
         f = posenc.multi_axis_frequencies((16, 24, 24), base=BASE)
@@ -196,8 +200,9 @@ def _upload(browser: Any, panel: str, path: Path) -> str:
     field = browser.find_element(By.ID, f"{panel}-file")
     field.send_keys(str(path))
     WebDriverWait(browser, 30).until(
-        lambda d: _updates(d, panel) > before
-        or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        lambda d: (
+            _updates(d, panel) > before or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        )
     )
     return str(browser.find_element(By.CSS_SELECTOR, f"#{panel} .error").text)
 

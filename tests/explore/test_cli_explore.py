@@ -34,7 +34,8 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
 def test_prints_its_url_serves_and_ends_on_a_signal(sig: int, code: int) -> None:
     process, url = _start("--port", "0")
     try:
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        assert url.startswith("http://127.0.0.1:")
+        assert url.endswith("/")
         with urllib.request.urlopen(url, timeout=30) as response:
             assert response.status == 200
         began = time.monotonic()
@@ -53,7 +54,9 @@ def test_a_port_in_use_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture
         port = taken.getsockname()[1]
         assert main(["explore", "--no-browser", "--port", str(port)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"127.0.0.1:{port}" in err and "--port 0" in err
+    assert err.count("\n") == 1
+    assert f"127.0.0.1:{port}" in err
+    assert "--port 0" in err
 
 
 def test_a_port_out_of_range_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

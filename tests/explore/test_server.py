@@ -27,7 +27,8 @@ def test_twelve_panels_each_with_a_sentence_and_labelled_controls() -> None:
     assert len(PANELS) == 12
     assert len({p.name for p in PANELS}) == 12
     for panel in PANELS:
-        assert panel.look.endswith(".") and len(panel.look.split()) >= 6, panel.name
+        assert panel.look.endswith("."), panel.name
+        assert len(panel.look.split()) >= 6, panel.name
         assert all(c.label for c in panel.controls), panel.name
 
 
@@ -37,7 +38,9 @@ def test_every_panel_answers_with_a_figure_caption_and_numbers(
 ) -> None:
     status, body = request(server, f"/api/panel/{panel}")
     assert status == 200, body
-    assert body["caption"] and body["numbers"] and body["chart"]
+    assert body["caption"]
+    assert body["numbers"]
+    assert body["chart"]
 
 
 def test_numbers_equal_direct_posenc_calls(server: ExplorerServer) -> None:
@@ -55,7 +58,8 @@ def test_the_value_under_the_pointer_is_posencs(server: ExplorerServer) -> None:
     assert status == 200
     assert float(body["value"]) == posenc.sinusoidal([49], 64, base=12345.6)[0, 7]
     status, body = request(server, "/api/value?length=50&position=50&channel=7")
-    assert status == 400 and "outside" in body["error"]
+    assert status == 400
+    assert "outside" in body["error"]
 
 
 @pytest.mark.parametrize(
@@ -81,11 +85,13 @@ def test_bad_values_get_a_message_naming_the_control(
 
 def test_a_request_for_another_host_is_refused(server: ExplorerServer) -> None:
     status, body = request(server, "/", headers={"Host": "attacker.example:80"})
-    assert status == 403 and "Host" in body["error"]
+    assert status == 403
+    assert "Host" in body["error"]
     status, _ = request(server, "/", headers={"Host": f"attacker.example:{server.port}"})
     assert status == 403
     status, page = request(server, "/", headers={"Host": f"localhost:{server.port}"})
-    assert status == 200 and b"posenc explore" in page
+    assert status == 200
+    assert b"posenc explore" in page
 
 
 def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
@@ -103,9 +109,11 @@ def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
 def test_the_page_script_computes_nothing() -> None:
     script = (STATIC / "explore.js").read_text()
     assert not re.findall(r"Math\.(sin|cos|tan|pow|exp|log\w*|sqrt|atan\w*|hypot)\b", script)
-    assert "http://" not in script and "https://" not in script
+    assert "http://" not in script
+    assert "https://" not in script
     page = (STATIC / "index.html").read_text()
-    assert "http" not in page.replace('http-equiv', "") and "style=" not in page
+    assert "http" not in page.replace("http-equiv", "")
+    assert "style=" not in page
 
 
 # -- uploads ----------------------------------------------------------------------------------
@@ -118,9 +126,7 @@ def _npy(array: np.ndarray, **kwargs: object) -> bytes:
 
 
 def _upload(server: ExplorerServer, panel: str, name: str, data: bytes) -> tuple[int, dict]:
-    return request(
-        server, f"/api/upload/{panel}?name={name}", method="POST", body=data
-    )  # type: ignore[return-value]
+    return request(server, f"/api/upload/{panel}?name={name}", method="POST", body=data)  # type: ignore[return-value]
 
 
 def test_an_uploaded_table_is_identified(server: ExplorerServer) -> None:
@@ -159,7 +165,8 @@ def test_hostile_tables_get_a_message(server: ExplorerServer, name: str) -> None
     status, body = _upload(server, "identify", name, data)
     assert status == 400, body
     assert message in body["error"]
-    assert "/tmp" not in body["error"] and "posenc-explore-" not in body["error"]
+    assert "/tmp" not in body["error"]
+    assert "posenc-explore-" not in body["error"]
 
 
 def _deep(levels: int) -> bytes:
@@ -201,7 +208,8 @@ def test_an_upload_over_16_mib_is_refused_before_it_is_read(server: ExplorerServ
         body=b"",
         headers={"Content-Length": str(16 * 2**20 + 1)},
     )
-    assert status == 413 and "16 MiB" in body["error"]
+    assert status == 413
+    assert "16 MiB" in body["error"]
 
 
 def test_eight_concurrent_clients(server: ExplorerServer) -> None:

@@ -34,9 +34,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--port", type=int, default=0, metavar="N", help="port to listen on (default 0: a free one)"
     )
-    parser.add_argument(
-        "--no-browser", action="store_true", help="do not open a web browser"
-    )
+    parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     parser.set_defaults(run=run)
 
 

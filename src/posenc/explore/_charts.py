@@ -67,7 +67,12 @@ def axis(label: str, low: float, high: float, *, log: bool = False) -> dict[str,
         labels = [_label(t) for t in ticks]
     if high <= low:  # a single value: widen the range a little
         low, high = low - 0.5, high + 0.5
-    return {"label": label, "low": low, "high": high, "ticks": list(zip(ticks, labels, strict=True))}
+    return {
+        "label": label,
+        "low": low,
+        "high": high,
+        "ticks": list(zip(ticks, labels, strict=True)),
+    }
 
 
 def series(
@@ -138,7 +143,11 @@ def heatmap(
 
 def table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
     """A small table of text cells shown under a figure."""
-    return {"caption": caption, "columns": list(columns), "rows": [[str(c) for c in r] for r in rows]}
+    return {
+        "caption": caption,
+        "columns": list(columns),
+        "rows": [[str(c) for c in r] for r in rows],
+    }
 
 
 def number(value: Any) -> str:

@@ -44,7 +44,7 @@ class Panel:
 def result(
     caption: str,
     numbers: list[tuple[str, str, str]],
-    chart: dict[str, Any],
+    chart: dict[str, Any] | list[dict[str, Any]],
     tables: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A panel's answer: ``numbers`` as (key, label, value text) triples."""

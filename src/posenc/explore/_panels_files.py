@@ -150,8 +150,10 @@ def read_upload(kind: str, data: bytes, name: str) -> dict[str, Any]:
     shown = Path(name).name or "upload"
     suffix = Path(shown).suffix.lower()
     if kind == "table" and suffix in TORCH_SUFFIXES:
-        raise ValueError(f"{shown}: PyTorch files are not read here (the explorer does not "
-                         "import torch); use 'posenc identify FILE', or save the table as .npy")  # fmt: skip
+        raise ValueError(
+            f"{shown}: PyTorch files are not read here (the explorer does not import torch); "
+            "use 'posenc identify FILE', or save it as .npy"
+        )
     with tempfile.TemporaryDirectory(prefix="posenc-explore-") as folder:
         path = Path(folder) / ("upload" + suffix if suffix.isascii() else "upload")
         path.write_bytes(data)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._features import pair_slices
-from .._multi_axis import multi_axis_frequencies
+from .._multi_axis import AxisOrder, AxisSchedule, multi_axis_frequencies
 from .._rope_scaling import rope_frequencies
 from .._rotary import apply_rotary, rotary_cos_sin
 from . import _charts as ch
@@ -70,7 +70,8 @@ def rope_panel(v: dict[str, Any]) -> dict[str, Any]:
         "Which channels form pair k",
         ["layout", "pair 0", "pair 1", f"pair {i}"],
         [[lay, *(f"({range(d)[pair_slices(lay, d // 2)[0]][j]}, "
-                 f"{range(d)[pair_slices(lay, d // 2)[1]][j]})" for j in (0, min(1, d // 2 - 1), i))]
+                 f"{range(d)[pair_slices(lay, d // 2)[1]][j]})"
+                 for j in (0, min(1, d // 2 - 1), i))]
          for lay in ("half", "interleaved")],
     )  # fmt: skip
     return result(
@@ -110,9 +111,7 @@ def scaling_panel(v: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"head_dim must be even, got {d}")
     seq_len = int(context * v["factor"])
     plain, _ = rope_frequencies(d, base=base)
-    scaled, attention = rope_frequencies(
-        d, base=base, scaling=scaling_params(v), seq_len=seq_len
-    )
+    scaled, attention = rope_frequencies(d, base=base, scaling=scaling_params(v), seq_len=seq_len)
     k = np.arange(plain.size)
     lam = 2 * math.pi / plain
     with np.errstate(divide="ignore"):
@@ -144,7 +143,7 @@ def scaling_panel(v: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Multi-axis presets: sections (pairs per axis), order, schedule and base.
-PRESETS: dict[str, tuple[tuple[int, ...], str, str, float]] = {
+PRESETS: dict[str, tuple[tuple[int, ...], AxisOrder, AxisSchedule, float]] = {
     "Qwen2-VL (M-RoPE)": ((16, 24, 24), "sectioned", "shared", 1e6),
     "Qwen3-VL (interleaved M-RoPE)": ((24, 20, 20), "interleaved", "shared", 5e6),
     "Flux (axes_dim 16, 56, 56)": ((8, 28, 28), "sectioned", "per_axis", 1e4),
@@ -177,7 +176,8 @@ def multi_axis_panel(v: dict[str, Any]) -> dict[str, Any]:
         "one coordinate: t (time or text position), h (row) or w (column).",
         [(f"pairs_{n}", f"pairs turning with {n}", str(int(np.sum(axis_of == a))))
          for a, n in enumerate(AXES)]
-        + [("omega_max", "largest ω", N(omega.max())), ("omega_min", "smallest ω", N(omega[keep].min()))],
+        + [("omega_max", "largest ω", N(omega.max())),
+           ("omega_min", "smallest ω", N(omega[keep].min()))],
         chart,
     )  # fmt: skip
 

@@ -66,7 +66,9 @@ def channels(v: dict[str, Any]) -> dict[str, Any]:
     lam = wavelengths(d, **_conv(v)).wavelengths
     chosen = c.parse_channels(v["channels"], d)
     if chosen is None:
-        chosen = [ch for pair in fd.sin_cos_channels(length, d, v["convention"], lam) for ch in pair]
+        chosen = [
+            ch for pair in fd.sin_cos_channels(length, d, v["convention"], lam) for ch in pair
+        ]
         chosen = chosen or [0]
     positions = fd.even_positions(length, CURVE_POINTS)
     table = sinusoidal(positions, d, **_conv(v), dtype=np.float64)
@@ -197,7 +199,11 @@ def shift_panel(v: dict[str, Any]) -> dict[str, Any]:
             ("error", "max |M_k·PE[p] - PE[p+k]|", N(error)),
         ],
         chart,
-        [ch.table("First 2×2 blocks of M_k", ["sin channel", "M[s,s]", "M[s,c]", "M[c,s]"], blocks)],
+        [
+            ch.table(
+                "First 2×2 blocks of M_k", ["sin channel", "M[s,s]", "M[s,c]", "M[c,s]"], blocks
+            )
+        ],
     )
 
 
@@ -208,7 +214,9 @@ def precision_panel(v: dict[str, Any]) -> dict[str, Any]:
     for start in grid:
         positions = np.arange(max(int(start) - 8, 0), int(start))
         exact = sinusoidal(positions, d, base=v["base"], dtype=np.float64)
-        ours.append(np.max(np.abs(sinusoidal(positions, d, base=v["base"], dtype=v["dtype"]) - exact)))
+        ours.append(
+            np.max(np.abs(sinusoidal(positions, d, base=v["base"], dtype=v["dtype"]) - exact))
+        )
         recipe.append(np.max(np.abs(float32_recipe(positions, d, base=v["base"]) - exact)))
     floor = 2.0**-60
     ours_l, recipe_l = np.log10(np.maximum(ours, floor)), np.log10(np.maximum(recipe, floor))
@@ -232,7 +240,10 @@ def precision_panel(v: dict[str, Any]) -> dict[str, Any]:
         "The float32 recipe (angles computed in float32) loses digits as positions grow; posenc "
         "computes angles in float64 and rounds once, so its error stays below one unit in the "
         "last place (ulp) of float32.",
-        [(f"method_{i}", f"{m.name}, max error", N(m.max_error)) for i, m in enumerate(report.methods)]
+        [
+            (f"method_{i}", f"{m.name}, max error", N(m.max_error))
+            for i, m in enumerate(report.methods)
+        ]
         + [(f"distinct_{dt}", f"distinct rows in {dt} among {count}", str(n)) for dt, n in distinct]
         + [("worst", "largest error at any position shown", N(max(by_name.values())))],
         chart,
@@ -253,8 +264,12 @@ def bug_panel(v: dict[str, Any]) -> dict[str, Any]:
     ]
     chart = ch.lines(ch.axis("position", 0, max(length - 1, 1)), ch.axis("value", -1, 1), curves)
     rows = np.arange(min(length, 256) + 1)
-    residual_good = check_shift(sinusoidal(rows, d, base=v["base"], dtype=np.float64), 1, base=v["base"])
-    residual_bad = check_shift(odd_exponent_table(rows, d, base=v["base"], dtype=np.float64), 1, base=v["base"])
+    residual_good = check_shift(
+        sinusoidal(rows, d, base=v["base"], dtype=np.float64), 1, base=v["base"]
+    )
+    residual_bad = check_shift(
+        odd_exponent_table(rows, d, base=v["base"], dtype=np.float64), 1, base=v["base"]
+    )
     return result(
         "With the bug, a cosine channel no longer shares its sine's frequency: the pair stops "
         "being a point on a circle, and no matrix M_k moves PE[p] to PE[p+1].",
