@@ -19,7 +19,7 @@ REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
 .NOTPARALLEL:
-.PHONY: help demo test test-sweep lint typecheck pytest docs bench-quick test-py310 clean FORCE
+.PHONY: help demo test test-sweep lint typecheck pytest browser docs bench-quick test-py310 clean FORCE
 
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
@@ -84,8 +84,17 @@ lint: $(DEV_STAMP) $(EDITABLE)
 typecheck: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/mypy
 
+# The explorer's browser tests drive Debian's chromium and chromium-driver: installed here with
+# apt-get when running as root (as CI does) and missing; otherwise those tests skip (fail under CI).
+browser:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then \
+	  echo "installing chromium and chromium-driver (apt-get) for the explorer's browser tests"; \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
 # The whole suite, the tests marked sweep included (a bare `pytest` leaves them out).
-pytest: $(DEV_STAMP) $(EDITABLE)
+pytest: $(DEV_STAMP) $(EDITABLE) browser
 	POSENC_SWEEP=1 $(BIN)/python -m pytest
 
 # Only the tests marked sweep: every causal LM of the pinned transformers, built tiny, swapped

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ._checks import check_int
 from ._conventions import ConventionName
-from ._features import feature_slices
+from ._features import feature_slices, sin_cos_pairs
 from ._sinusoidal import sinusoidal
 from .analysis._properties import check_shift
 from .analysis._recipes import float32_recipe
@@ -143,3 +143,28 @@ def shift_residuals(
                 value = check_shift(rows, k, base=base, convention=name)
                 residuals.setdefault((label, k), []).append(value)
     return residuals
+
+
+def sin_cos_channels(
+    length: int, d_model: int, convention: str, lam: Any, count: int = 3
+) -> list[tuple[int, int]]:
+    """(sin channel, cos channel) of up to ``count`` frequencies, spread over the schedule.
+
+    The frequencies are chosen as in :func:`default_channels` (at most 20 periods in
+    ``length`` positions); each comes with the cosine channel of the same frequency, so a
+    figure shows both kinds of channel.
+
+    >>> sin_cos_channels(100, 16, "paper", [2**k for k in range(1, 9)], count=2)
+    [(4, 5), (14, 15)]
+    """
+    pairs = sin_cos_pairs(feature_slices(d_model, convention), d_model)
+    partner = dict(zip(pairs.sin.tolist(), pairs.cos.tolist(), strict=True))
+    if not partner:  # d_model = 1: no cosine channel
+        return []
+    wavelength = np.asarray(lam, dtype=np.float64)[: len(partner)]
+    eligible = np.flatnonzero(wavelength >= length / MAX_PERIODS)
+    if eligible.size == 0:
+        eligible = np.array([int(np.argmax(wavelength))])
+    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, count)).astype(int))
+    sines = pairs.sin.tolist()
+    return [(sines[int(eligible[i])], partner[sines[int(eligible[i])]]) for i in picks]

@@ -28,12 +28,12 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _demo, _identify, _inspect, _plan, _plot, _table
+from . import _demo, _explore, _identify, _inspect, _plan, _plot, _table
 from ._common import Parser, Terminated, UsageError, sigterm_raises
 
 __all__ = ["build_parser", "main"]
 
-_SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify, _plan)
+_SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify, _plan, _explore)
 
 # Exceptions that mean "the user can fix this" (exit 2): bad values and types, files that cannot
 # be read or written, a missing optional package, an input too large for memory.

@@ -1,0 +1,146 @@
+"""The explorer's speed: cold start, server time per panel update, render time in the browser.
+
+    python -m benchmarks.explore                      # all three (render needs Chromium)
+    python -m benchmarks.explore --screenshots docs/figures/explore   # one PNG per panel
+
+- cold start: ``posenc explore --no-browser`` in a new process until its page answers HTTP 200
+  (median of 5);
+- update: one ``GET /api/panel/NAME`` at the panel's defaults, request to last byte, on a
+  warm server (median of 20 after 2 untimed);
+- render: in headless Chromium, from a control change to the panel's redraw, measured with the
+  page's ``performance.now()`` (median of 5 per panel).
+
+Aims: start under 5 s, updates under 200 ms on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import environment, measure
+from posenc.explore import PANELS, make_server
+
+
+def cold_start(repeats: int = 5) -> float:
+    """Median seconds from launching ``posenc explore`` to the first HTTP 200 of its page."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "posenc", "explore", "--no-browser"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "CI": "1"},
+        )
+        try:
+            assert process.stdout is not None
+            url = process.stdout.readline().strip()
+            with urllib.request.urlopen(url, timeout=30) as response:
+                response.read()
+            times.append(time.perf_counter() - began)
+        finally:
+            process.terminate()
+            process.wait(10)
+    return statistics.median(times)
+
+
+def updates(url: str) -> dict[str, float]:
+    """Median seconds of one panel request at its defaults, by panel."""
+
+    def get(name: str) -> None:
+        with urllib.request.urlopen(f"{url}api/panel/{name}", timeout=60) as response:
+            response.read()
+
+    return {p.name: measure(lambda n=p.name: get(n), repeats=20, warmup=2).median for p in PANELS}
+
+
+_RENDER = """
+const [panel, done] = [arguments[0], arguments[arguments.length - 1]];
+const section = document.getElementById(panel);
+const form = section.querySelector('form');
+const before = Number(section.dataset.updates || 0);
+const began = performance.now();
+form.dispatchEvent(new Event('change'));
+(function wait() {
+  if (Number(section.dataset.updates || 0) > before) {
+    requestAnimationFrame(() => done(performance.now() - began));
+  } else { setTimeout(wait, 1); }
+})();
+"""
+
+
+def renders(url: str) -> dict[str, float] | None:
+    """Median milliseconds from a control change to the redraw, by panel (None: no browser)."""
+    from tests.explore import chromium
+
+    if chromium.missing():
+        print(f"render: skipped, {chromium.missing()}")
+        return None
+    driver = chromium.start()
+    try:
+        driver.get(url)
+        chromium.wait_ready(driver)
+        return {
+            p.name: statistics.median(
+                driver.execute_async_script(_RENDER, p.name) for _ in range(5)
+            )
+            for p in PANELS
+        }
+    finally:
+        driver.quit()
+
+
+def screenshots(url: str, folder: Path) -> None:
+    """One PNG per panel (``NAME.png``, at most 200 KB) into ``folder``."""
+    from selenium.webdriver.common.by import By
+
+    from tests.explore import chromium
+
+    folder.mkdir(parents=True, exist_ok=True)
+    driver = chromium.start(width=800, height=1400)
+    try:
+        driver.get(url)
+        chromium.wait_ready(driver)
+        for panel in PANELS:
+            path = folder / f"{panel.name}.png"
+            driver.find_element(By.ID, panel.name).screenshot(str(path))
+            print(f"{path}: {path.stat().st_size // 1024} KB")
+    finally:
+        driver.quit()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--screenshots", type=Path, metavar="DIR", help="write screenshots only")
+    args = parser.parse_args(argv)
+    server = make_server()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        if args.screenshots is not None:
+            screenshots(server.url, args.screenshots)
+            return
+        print(environment())
+        print(f"cold start to first HTTP 200: {cold_start():.2f} s (median of 5; aim < 5 s)")
+        update = updates(server.url)
+        render: dict[str, Any] = renders(server.url) or {}
+        print(f"{'panel':<12} {'update (ms)':>12} {'render (ms)':>12}   (aim: update < 200 ms)")
+        for p in PANELS:
+            shown = f"{render[p.name]:.1f}" if p.name in render else "-"
+            print(f"{p.name:<12} {1000 * update[p.name]:>12.1f} {shown:>12}")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

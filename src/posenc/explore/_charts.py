@@ -1,0 +1,155 @@
+"""Figure descriptions for the page: axes with their ticks, curves, heatmaps (JSON-ready).
+
+The page draws what these describe and computes nothing: a log axis arrives as ``log10`` of
+the values with its tick labels, a heatmap as one byte per cell (its value quantised between
+``low`` and ``high``) with the colour map's anchors. Every float is a Python ``float`` (NaN
+and infinities become None, which the page leaves out).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+#: Colour map of the heatmaps: viridis (perceptually uniform, readable with the common forms
+#: of colour blindness and in grey), 17 anchors from low to high; the page interpolates
+#: linearly between neighbours. Viridis is by Stéfan van der Walt and Nathaniel Smith (CC0).
+COLOURS = (
+    "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
+    "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
+    "#fde725",
+)  # fmt: skip
+#: Colours of the curves (Okabe & Ito's palette, distinguishable with colour blindness).
+SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
+
+
+def plain(values: Iterable[Any]) -> list[float | None]:
+    """Finite floats of ``values``; None for NaN or infinities."""
+    return [float(v) if math.isfinite(float(v)) else None for v in values]
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values (1, 2 or 5 times a power of ten apart) in the range.
+
+    >>> nice_ticks(0, 10)
+    [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    """
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [float(low)] if math.isfinite(low) else []
+    raw = (high - low) / max(count, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step - 1e-9)
+    last = math.floor(high / step + 1e-9)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+def _label(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def axis(label: str, low: float, high: float, *, log: bool = False) -> dict[str, Any]:
+    """A linear axis over ``[low, high]``, or a log10 one (``low``, ``high`` the values)."""
+    low, high = float(low), float(high)
+    if log:
+        low, high = math.log10(low), math.log10(high)
+        ticks = [float(t) for t in range(math.ceil(low - 1e-9), math.floor(high + 1e-9) + 1)]
+        if len(ticks) < 2:
+            ticks = nice_ticks(low, high, 3)
+        labels = [_label(10.0**t) for t in ticks]
+    else:
+        ticks = nice_ticks(low, high)
+        labels = [_label(t) for t in ticks]
+    if high <= low:  # a single value: widen the range a little
+        low, high = low - 0.5, high + 0.5
+    return {
+        "label": label,
+        "low": low,
+        "high": high,
+        "ticks": list(zip(ticks, labels, strict=True)),
+    }
+
+
+def series(
+    name: str, x: Any, y: Any, *, mode: str = "line", colour: int | None = None
+) -> dict[str, Any]:
+    """One curve (``mode="line"``), set of points (``"points"``) or bars (``"bars"``)."""
+    index = colour or 0
+    return {
+        "name": name,
+        "x": plain(np.ravel(x)),
+        "y": plain(np.ravel(y)),
+        "mode": mode,
+        "colour": SERIES_COLOURS[index % len(SERIES_COLOURS)],
+    }
+
+
+def lines(
+    x_axis: dict[str, Any], y_axis: dict[str, Any], curves: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """A chart of curves over two axes."""
+    return {"kind": "lines", "x": x_axis, "y": y_axis, "series": list(curves)}
+
+
+def bounds(*arrays: Any, pad: float = 0.0) -> tuple[float, float]:
+    """The finite minimum and maximum over ``arrays`` (0, 1 when there is nothing finite)."""
+    values = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    span = (high - low) or max(abs(high), 1.0)
+    return low - pad * span, high + pad * span
+
+
+def heatmap(
+    values: npt.NDArray[Any],
+    x_axis: dict[str, Any],
+    y_axis: dict[str, Any],
+    *,
+    rows: Sequence[int],
+    columns: Sequence[int],
+    low: float = -1.0,
+    high: float = 1.0,
+) -> dict[str, Any]:
+    """A heatmap of ``values`` (rows drawn top to bottom) as one byte per cell.
+
+    ``rows`` and ``columns`` give the position and channel of each drawn row and column, so
+    that the page can ask the server for the exact value under the pointer.
+    """
+    table = np.asarray(values, dtype=np.float64)
+    scaled = np.clip((table - low) / (high - low), 0.0, 1.0)
+    scaled = np.where(np.isfinite(scaled), scaled, 0.0)
+    cells = np.round(scaled * 255).astype(np.uint8)
+    return {
+        "kind": "heatmap",
+        "x": x_axis,
+        "y": y_axis,
+        "width": int(table.shape[1]),
+        "height": int(table.shape[0]),
+        "cells": base64.b64encode(cells.tobytes()).decode("ascii"),
+        "rows": [int(r) for r in rows],
+        "columns": [int(c) for c in columns],
+        "low": low,
+        "high": high,
+        "colours": list(COLOURS),
+    }
+
+
+def table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """A small table of text cells shown under a figure."""
+    return {
+        "caption": caption,
+        "columns": list(columns),
+        "rows": [[str(c) for c in r] for r in rows],
+    }
+
+
+def number(value: Any) -> str:
+    """A float written so that it reads back exactly (``repr`` of the float64 value)."""
+    return repr(float(value))

@@ -1,0 +1,244 @@
+"""The explorer in a real browser: headless Chromium (Debian's packages) driven by Selenium.
+
+Skipped with a reason when Chromium, its driver or Selenium is missing; under the environment
+variable CI a missing browser fails instead (``make test`` installs the packages as root).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posenc
+from posenc import analysis
+from posenc.explore import PANELS, ExplorerServer
+
+from . import chromium
+
+pytestmark = pytest.mark.slow
+
+WHY = chromium.missing()
+if WHY is not None:
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests need Chromium under CI: {WHY}", pytrace=False)
+    pytest.skip(WHY, allow_module_level=True)
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser(server: ExplorerServer) -> Iterator[Any]:
+    driver = chromium.start()
+    driver.get(server.url)
+    chromium.wait_ready(driver)
+    yield driver
+    driver.quit()
+
+
+def _errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _updates(driver: Any, panel: str) -> int:
+    section = driver.find_element(By.ID, panel)
+    return int(section.get_attribute("data-updates") or 0)
+
+
+def _figure(driver: Any, panel: str) -> str:
+    script = (
+        "return [...document.querySelectorAll(`#${arguments[0]} canvas`)]"
+        ".map(c => c.toDataURL()).join('|')"
+    )
+    return str(driver.execute_script(script, panel))
+
+
+def _set(driver: Any, panel: str, name: str, value: str) -> None:
+    """Set one control the way a user does, and wait for the panel's answer."""
+    before = _updates(driver, panel)
+    element = driver.find_element(By.ID, f"{panel}-{name}")
+    if element.tag_name == "select":
+        Select(element).select_by_value(value)
+    else:
+        element.send_keys(Keys.CONTROL, "a")  # typing replaces the selection: one change
+        element.send_keys(value)
+        element.send_keys(Keys.TAB)  # leaving the field fires "change"
+    WebDriverWait(driver, 30).until(
+        lambda d: (
+            _updates(d, panel) > before or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        )
+    )
+    error = driver.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+    assert not error, f"{panel}.{name} = {value}: {error}"
+
+
+def _number(driver: Any, panel: str, key: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']").text)
+
+
+def test_every_panel_renders_without_console_errors(browser: Any, server: ExplorerServer) -> None:
+    assert _errors(browser) == []
+    for panel in PANELS:
+        section = browser.find_element(By.ID, panel.name)
+        assert section.find_elements(By.TAG_NAME, "canvas"), panel.name
+        assert section.find_element(By.CSS_SELECTOR, ".caption").text, panel.name
+        assert section.find_elements(By.CSS_SELECTOR, "dd[data-key]"), panel.name
+        for control in panel.controls:  # each input has its label
+            label = section.find_element(
+                By.CSS_SELECTOR, f"label[for='{panel.name}-{control.name}']"
+            )
+            assert control.label in label.text
+
+
+def test_no_request_leaves_the_machine(browser: Any, server: ExplorerServer) -> None:
+    urls = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    origin = server.url.rstrip("/")
+    assert urls
+    assert all(u.startswith(origin) for u in urls), urls
+
+
+#: A value each control moves to (the others: a select's last choice, a number doubled).
+MOVES = {
+    ("channels", "channels"): "0, 1",
+    ("shift", "pair"): "3",
+    ("shift", "p"): "40",
+    ("bug", "pair"): "2",
+    ("rope", "pair"): "5",
+    ("rope", "distance"): "7",
+    ("scaling", "factor"): "4",
+    ("multi_axis", "base"): "50000",
+    ("identify", "offset"): "5",
+    ("identify", "convention"): "odd-exponent bug",
+    ("precision", "max_position"): "10000000",
+}
+
+
+def _move(panel: Any, control: Any) -> str:
+    if (panel.name, control.name) in MOVES:
+        return MOVES[(panel.name, control.name)]
+    if control.kind == "choice":
+        others = [c for c in control.choices if c != control.default]
+        return others[-1]
+    value = control.default * 2 if control.default else 1
+    if control.kind == "float":
+        return repr(float(value))
+    return str(int(value))
+
+
+@pytest.mark.parametrize("panel", PANELS, ids=lambda p: p.name)
+def test_moving_each_control_changes_its_figure(browser: Any, panel: Any) -> None:
+    for control in panel.controls:
+        before = _figure(browser, panel.name)
+        _set(browser, panel.name, control.name, _move(panel, control))
+        assert _figure(browser, panel.name) != before, f"{panel.name}.{control.name}"
+    browser.refresh()
+    chromium.wait_ready(browser)
+
+
+BASE = 12345.6
+
+
+def _expected(panel: str) -> tuple[str, float]:
+    """The key of one displayed number and its value from a direct posenc call at BASE."""
+    if panel == "heatmap":
+        return "last", float(posenc.sinusoidal(100, 64, base=BASE)[99, 63])
+    if panel == "channels":
+        lam = analysis.wavelengths(64, base=BASE).wavelengths
+        return "wavelength_63", float(lam[31])
+    if panel == "wavelengths":
+        return "longest", analysis.wavelengths(64, base=BASE).longest
+    if panel == "similarity":
+        s = analysis.similarity(np.arange(256), 64, base=BASE)
+        return "at_1", float(s.profile[list(s.distances).index(1)])
+    if panel == "shift":
+        return "exact", float(posenc.sinusoidal([8], 16, base=BASE, dtype=np.float64)[0, 2])
+    if panel == "precision":
+        report = analysis.precision_report(100_000, 64, "float32", base=BASE, samples=16)
+        return "method_1", report.methods[1].max_error
+    if panel == "bug":
+        table = analysis.odd_exponent_table(np.arange(200), 16, base=BASE, dtype=np.float64)
+        return "bad", analysis.check_shift(table[:201], 1, base=BASE)
+    if panel == "scaling":
+        yarn = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}
+        omega, _ = posenc.rope_frequencies(128, base=BASE, scaling=yarn)
+        return "omega_last", float(omega[-1])
+    if panel == "multi_axis":
+        f = posenc.multi_axis_frequencies((16, 24, 24), base=BASE)
+        return "omega_min", float(f.frequencies.max(axis=0).min())
+    if panel == "identify":
+        return "base", BASE
+    # rope: the score of the fixed query at 12 and key at 9
+    q = np.linspace(-1.0, 1.0, 64)
+    k = 0.5 - q[::-1] ** 2
+    cos, sin = posenc.rotary_cos_sin([12, 9], 64, base=BASE, dtype=np.float64)
+    q_rot = posenc.apply_rotary(q[None], cos[:1], sin[:1])[0]
+    k_rot = posenc.apply_rotary(k[None], cos[1:], sin[1:])[0]
+    return "score", float(q_rot @ k_rot)
+
+
+@pytest.mark.parametrize("panel", [p.name for p in PANELS if p.name != "plan"])
+def test_a_displayed_number_equals_posenc_at_an_arbitrary_base(browser: Any, panel: str) -> None:
+    _set(browser, panel, "base", repr(BASE))
+    key, expected = _expected(panel)
+    # The similarity profile is a mean over the pairs at each distance: the page averages
+    # over fewer positions (those whose differences cover every distance), so it agrees to
+    # the rounding of that mean only.
+    rel = 1e-12 if panel == "similarity" else 1e-15
+    assert float(_number(browser, panel, key)) == pytest.approx(expected, rel=rel, abs=0)
+
+
+def _upload(browser: Any, panel: str, path: Path) -> str:
+    before = _updates(browser, panel)
+    field = browser.find_element(By.ID, f"{panel}-file")
+    field.send_keys(str(path))
+    WebDriverWait(browser, 30).until(
+        lambda d: (
+            _updates(d, panel) > before or d.find_element(By.CSS_SELECTOR, f"#{panel} .error").text
+        )
+    )
+    return str(browser.find_element(By.CSS_SELECTOR, f"#{panel} .error").text)
+
+
+def test_uploads_work_and_hostile_ones_get_a_message(browser: Any, tmp_path: Path) -> None:
+    good = tmp_path / "table.npy"
+    np.save(good, posenc.sinusoidal(np.arange(2, 50), 16, base=BASE, convention="tensor2tensor"))
+    assert _upload(browser, "identify", good) == ""
+    assert float(_number(browser, "identify", "base")) == BASE
+    assert _number(browser, "identify", "offset") == "2"
+    bad = tmp_path / "pickled.npy"
+    np.save(bad, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert "object" in _upload(browser, "identify", bad)
+    config = tmp_path / "config.json"
+    config.write_text('{"head_dim": 64, "rope_theta": 12345.6, "num_hidden_layers": 2}')
+    assert _upload(browser, "plan", config) == ""
+    omega = posenc.rope_frequencies(64, base=BASE)[0]
+    assert float(_number(browser, "plan", "omega_0")) == omega[-1]
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert "deeper than 64 levels" in _upload(browser, "plan", deep)
+    errors = [e for e in _errors(browser) if "status of 400" not in e]
+    assert errors == []
+
+
+def test_the_narrow_layout_renders(server: ExplorerServer) -> None:
+    driver = chromium.start(width=360, height=800)
+    try:
+        driver.get(server.url)
+        chromium.wait_ready(driver)
+        width = driver.execute_script("return document.documentElement.clientWidth")
+        scroll = driver.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= width + 1, (scroll, width)
+        for panel in PANELS:
+            canvas = driver.find_element(By.CSS_SELECTOR, f"#{panel.name} canvas")
+            assert 0 < canvas.size["width"] <= width
+        assert _errors(driver) == []
+    finally:
+        driver.quit()

@@ -1,0 +1,248 @@
+"""The explorer's server: every panel answers, numbers equal posenc's, limits and defences."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import posenc
+from posenc import analysis
+from posenc.explore import PANELS, ExplorerServer
+
+from .conftest import request
+
+STATIC = Path(posenc.__file__).parent / "explore" / "static"
+
+
+def test_twelve_panels_each_with_a_sentence_and_labelled_controls() -> None:
+    assert len(PANELS) == 12
+    assert len({p.name for p in PANELS}) == 12
+    for panel in PANELS:
+        assert panel.look.endswith("."), panel.name
+        assert len(panel.look.split()) >= 6, panel.name
+        assert all(c.label for c in panel.controls), panel.name
+
+
+@pytest.mark.parametrize("panel", [p.name for p in PANELS])
+def test_every_panel_answers_with_a_figure_caption_and_numbers(
+    server: ExplorerServer, panel: str
+) -> None:
+    status, body = request(server, f"/api/panel/{panel}")
+    assert status == 200, body
+    assert body["caption"]
+    assert body["numbers"]
+    assert body["chart"]
+
+
+def test_numbers_equal_direct_posenc_calls(server: ExplorerServer) -> None:
+    _, body = request(server, "/api/panel/heatmap?base=12345.6&length=77&d_model=30")
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    assert float(numbers["last"]) == posenc.sinusoidal(77, 30, base=12345.6)[76, 29]
+    _, body = request(server, "/api/panel/wavelengths?base=12345.6&convention=tensor2tensor")
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    expected = analysis.wavelengths(64, base=12345.6, convention="tensor2tensor").longest
+    assert float(numbers["longest"]) == expected
+
+
+def test_the_value_under_the_pointer_is_posencs(server: ExplorerServer) -> None:
+    status, body = request(server, "/api/value?base=12345.6&length=50&position=49&channel=7")
+    assert status == 200
+    assert float(body["value"]) == posenc.sinusoidal([49], 64, base=12345.6)[0, 7]
+    status, body = request(server, "/api/value?length=50&position=50&channel=7")
+    assert status == 400
+    assert "outside" in body["error"]
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("d_model=0", "d_model must be an integer in 1 .. 4096, got '0'"),
+        ("d_model=4097", "d_model must be"),
+        ("base=nan", "base must be a number"),
+        ("base=inf", "base must be a number"),
+        ("convention=bogus", "convention must be one of"),
+        ("length=-3", "length must be"),
+        ("bogus=1", "unknown parameter 'bogus'"),
+        ("d_model=" + "9" * 300, "at most 200 characters"),
+    ],
+)
+def test_bad_values_get_a_message_naming_the_control(
+    server: ExplorerServer, query: str, message: str
+) -> None:
+    status, body = request(server, f"/api/panel/heatmap?{query}")
+    assert status == 400
+    assert message in body["error"]
+
+
+def test_a_request_for_another_host_is_refused(server: ExplorerServer) -> None:
+    status, body = request(server, "/", headers={"Host": "attacker.example:80"})
+    assert status == 403
+    assert "Host" in body["error"]
+    status, _ = request(server, "/", headers={"Host": f"attacker.example:{server.port}"})
+    assert status == 403
+    status, page = request(server, "/", headers={"Host": f"localhost:{server.port}"})
+    assert status == 200
+    assert b"posenc explore" in page
+
+
+def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/favicon.ico")
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    assert response.status == 200
+    assert response.getheader("Content-Security-Policy") == "default-src 'self'"
+
+
+def test_the_page_script_computes_nothing() -> None:
+    script = (STATIC / "explore.js").read_text()
+    assert not re.findall(r"Math\.(sin|cos|tan|pow|exp|log\w*|sqrt|atan\w*|hypot)\b", script)
+    assert "http://" not in script
+    assert "https://" not in script
+    page = (STATIC / "index.html").read_text()
+    assert "http" not in page.replace("http-equiv", "")
+    assert "style=" not in page
+
+
+# -- uploads ----------------------------------------------------------------------------------
+
+
+def _npy(array: np.ndarray, **kwargs: object) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, **kwargs)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def _upload(server: ExplorerServer, panel: str, name: str, data: bytes) -> tuple[int, dict]:
+    return request(server, f"/api/upload/{panel}?name={name}", method="POST", body=data)  # type: ignore[return-value]
+
+
+def test_an_uploaded_table_is_identified(server: ExplorerServer) -> None:
+    table = posenc.sinusoidal(np.arange(3, 40), 24, base=12345.6, convention="marian")
+    status, body = _upload(server, "identify", "t.npy", _npy(table))
+    assert status == 200, body
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    found = analysis.identify(table)
+    assert numbers["convention"] == found.convention == "marian"
+    assert float(numbers["base"]) == found.base
+    assert numbers["offset"] == "3"
+
+
+def _declaring_one_gib() -> bytes:
+    header = {"descr": "<f4", "fortran_order": False, "shape": (2**15, 2**13)}
+    text = repr(header).encode()
+    text += b" " * (-(len(text) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + b"\0" * 64
+
+
+HOSTILE_TABLES = {
+    "pickled.npy": (_npy(np.array([{"a": 1}], dtype=object), allow_pickle=True), "object"),
+    "truncated.npy": (_npy(np.ones((64, 8), np.float32))[:-100], "truncated"),
+    "huge.npy": (_declaring_one_gib(), "(1 GiB), more than the upload limit (16 MiB)"),
+    "text.npy": (b"not an array at all", "not a readable .npy"),
+    "model.pt": (b"PK\x03\x04", "PyTorch files are not read here"),
+    "table.csv": (b"1,2\n3,4\n", "FILE must end in"),
+    "one.npy": (_npy(np.ones((1, 8))), "at least 2 rows"),
+    "wide.npy": (_npy(np.zeros((2, 5000), np.float32)), "at most 4096"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_TABLES))
+def test_hostile_tables_get_a_message(server: ExplorerServer, name: str) -> None:
+    data, message = HOSTILE_TABLES[name]
+    status, body = _upload(server, "identify", name, data)
+    assert status == 400, body
+    assert message in body["error"]
+    assert "/tmp" not in body["error"]
+    assert "posenc-explore-" not in body["error"]
+
+
+def _deep(levels: int) -> bytes:
+    return b'{"a": ' + b"[" * levels + b"]" * levels + b"}"
+
+
+HOSTILE_CONFIGS = {
+    "nan.json": (b'{"head_dim": 64, "rope_theta": NaN}', "finite number, got nan"),
+    "deep.json": (_deep(100_000), "deeper than 64 levels"),
+    "deep65.json": (_deep(70), "deeper than 64 levels"),
+    "latin1.json": ('{"model_type": "é"}'.encode("latin-1"), "not UTF-8"),
+    "list.json": (b"[1, 2]", "must hold a JSON object"),
+    "broken.json": (b'{"head_dim": ', "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CONFIGS))
+def test_hostile_configs_get_a_message(server: ExplorerServer, name: str) -> None:
+    data, message = HOSTILE_CONFIGS[name]
+    status, body = _upload(server, "plan", name, data)
+    assert status == 400, body
+    assert message in body["error"]
+
+
+def test_an_uploaded_config_gives_its_plan(server: ExplorerServer) -> None:
+    config = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "rope_theta": 12345.6}  # fmt: skip
+    status, body = _upload(server, "plan", "config.json", json.dumps(config).encode())
+    assert status == 200, body
+    omega = posenc.rope_plan(config).layers[0].frequencies
+    assert float(body["numbers"][0]["value"]) == omega[-1]
+
+
+def test_an_upload_over_16_mib_is_refused_before_it_is_read(server: ExplorerServer) -> None:
+    status, body = request(
+        server,
+        "/api/upload/identify?name=big.npy",
+        method="POST",
+        body=b"",
+        headers={"Content-Length": str(16 * 2**20 + 1)},
+    )
+    assert status == 413
+    assert "16 MiB" in body["error"]
+
+
+def test_eight_concurrent_clients(server: ExplorerServer) -> None:
+    failures: list[object] = []
+    stop = time.monotonic() + 3.0
+    names = [p.name for p in PANELS]
+
+    def client(i: int) -> None:
+        n = i
+        while time.monotonic() < stop:
+            status, body = request(server, f"/api/panel/{names[n % len(names)]}")
+            if status != 200:
+                failures.append(body)
+            n += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_the_server_imports_no_torch() -> None:
+    code = (
+        "import sys, threading, urllib.request\n"
+        "from posenc.explore import make_server, PANELS\n"
+        "s = make_server()\n"
+        "threading.Thread(target=s.serve_forever, daemon=True).start()\n"
+        "for p in PANELS:\n"
+        "    urllib.request.urlopen(s.url + 'api/panel/' + p.name).read()\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
