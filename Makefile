@@ -138,8 +138,11 @@ $(PY310_STAMP):
 	$(VENV310)/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
 	echo '$(PY310_STAMP_ID)' > $@
 
+# CI is cleared for this run only: under CI a missing reference library or browser fails the run,
+# and that check belongs to the full environment above (pytest), not to this NumPy-only one,
+# where everything beyond NumPy is missing on purpose and skips.
 test-py310: $(PY310_STAMP)
-	$(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
+	CI= $(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
 endif
 
 test: lint typecheck pytest docs bench-quick test-py310
