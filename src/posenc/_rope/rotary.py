@@ -105,7 +105,7 @@ def rotary_cos_sin(
     positions: Any,
     head_dim: int,
     *,
-    base: float = 10000.0,
+    base: float | None = None,
     scaling: Any = None,
     rotary_dim: int | None = None,
     pairs: PairLayout = "half",
@@ -118,7 +118,8 @@ def rotary_cos_sin(
         positions: an int ``L`` (positions ``0 .. L-1``) or an array-like of integer or real
             positions of any shape ``S``.
         head_dim: channels per attention head, an integer >= 2.
-        base: the wavelength base (``rope_theta``), a finite number > 0.
+        base: the wavelength base (``rope_theta``), a finite number > 0; default the
+            scaling's ``rope_theta``, else 10000.0.
         scaling: ``None``, a dict of Hugging Face rope parameters (``config.rope_parameters``
             or the older ``config.rope_scaling``) or a :class:`posenc.RopeScaling`:
             ``linear``, ``dynamic``, ``yarn``, ``llama3`` or ``longrope``.
