@@ -79,6 +79,12 @@ pass an even rotary_dim <= 7)
             )
     if dim > head_dim:
         raise ValueError(f"rotary_dim must be <= head_dim = {head_dim}, got {dim}")
+    if rotary_dim is None and from_factor is not None and (dim < 2 or dim % 2):
+        raise ValueError(
+            f"scaling['partial_rotary_factor'] = {partial!r} rotates int({head_dim} * "
+            f"{partial!r}) = {dim} channels of head_dim {head_dim}: it must give an even number "
+            ">= 2 (RoPE rotates pairs of channels)"
+        )
     if dim < 2 or dim % 2:
         hint = f" (head_dim is {head_dim}: pass an even rotary_dim <= {head_dim})"
         raise ValueError(

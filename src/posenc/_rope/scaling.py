@@ -276,7 +276,8 @@ def rope_frequencies(
     if dim % 2:
         raise ValueError(f"dim must be even (RoPE rotates pairs of channels), got {dim}")
     spec = rope_scaling(scaling)
-    base = check_schedule_base("base", rope_base(base, spec))
+    name = "base" if base is not None or spec is None else key_name("rope_theta")
+    base = check_schedule_base(name, rope_base(base, spec))
     if seq_len is not None:
         seq_len = check_length("seq_len", seq_len)
     check_omega_size("dim", dim)
