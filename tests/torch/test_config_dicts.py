@@ -43,3 +43,15 @@ def test_functional_and_hf_rotary_take_rope_theta_as_the_base():
 def test_torch_conflict_needs_both():
     with pytest.raises(ValueError, match=r"differs from base = 10000\.0"):
         pt.RotaryEmbedding(128, base=10000.0, scaling=LLAMA3)
+
+
+def test_a_multi_axis_shape_error_lists_each_shape_once():
+    rope = pt.RotaryEmbedding(8, sections=(2, 1, 1))
+    q = torch.ones(1, 2, 54, 8)
+    with pytest.raises(ValueError, match=r"positions must have shape") as info:
+        rope(q, q, positions=torch.zeros(2, 54, 3, dtype=torch.long))
+    message = str(info.value)
+    assert message.count("(1, 54, 3)") == 1, message
+    q = torch.ones(2, 2, 54, 8)
+    with pytest.raises(ValueError, match=r"\(b, s, 3\) = \(2, 54, 3\) or \(1, 54, 3\)"):
+        rope(q, q, positions=torch.zeros(3, 54, 3, dtype=torch.long))

@@ -326,11 +326,15 @@ def _resolve(
         made_of = f"sections {list(_check_sections(request.sections))}"
     n_pairs = freqs.frequencies.shape[1]
     if 2 * n_pairs != dim:
+        fix = (
+            f"or pass rotary_dim={2 * n_pairs} to rotate only the first {2 * n_pairs} channels"
+            if 2 * n_pairs < head_dim
+            else f"at most head_dim / 2 = {head_dim // 2} (a head has {head_dim} channels)"
+        )
         raise ValueError(
             f"{made_of} give {n_pairs} rotary pairs ({2 * n_pairs} channels) but {dim} "
             f"channels rotate (head_dim = {head_dim}, rotary_dim = {rotary_dim!r}): they must "
-            f"give {dim // 2} pairs, or pass rotary_dim={2 * n_pairs} to rotate only the first "
-            f"{2 * n_pairs} channels"
+            f"give {dim // 2} pairs, {fix}"
         )
     return freqs, dim
 

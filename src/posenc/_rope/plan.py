@@ -376,9 +376,11 @@ def _kind(
     partial = params.pop("partial_rotary_factor", None)
     for name in ("partial_rotary_factor", "rotary_pct"):
         partial = reading.top.get(name) if partial is None else partial
-    inert = tuple((k, params.pop(k)) for k in list(params) if k in INERT_KEYS)
-    notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
     try:
+        inert = tuple(
+            (k, INERT_KEYS[k][0](k, params.pop(k))) for k in list(params) if k in INERT_KEYS
+        )
+        notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
         spec, head_dim, rotary_dim, layout, more = _shape(
             reading, rope_type, params, partial, head_dim, mrope
         )

@@ -72,7 +72,8 @@ def _explicit_positions(
         end = "".join(f", {n}" for n in tail)
         allowed = f"(s{end or ','}) = ({length}{end or ','})"
         if x.dim() + axis > 0:
-            allowed += f" or (b, s{end}) = ({x.shape[0]}, {length}{end}) or (1, {length}{end})"
+            allowed += f" or (b, s{end}) = ({x.shape[0]}, {length}{end})"
+            allowed += f" or (1, {length}{end})" if x.shape[0] != 1 else ""
         raise ValueError(
             f"positions must have shape {allowed} for inputs of shape {tuple(x.shape)}, "
             f"got {tuple(pos.shape)}" + (hf_hint(tuple(pos.shape), tail[0]) if tail else "")
