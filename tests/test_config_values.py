@@ -233,3 +233,19 @@ def test_a_huge_ntk_alpha_is_refused_by_name():
 def test_a_tiny_partial_rotary_factor_is_named():
     with pytest.raises(ValueError, match=r"scaling\['partial_rotary_factor'\] = 1e-300 rotates"):
         posenc.rotary_cos_sin(4, 16, scaling={"partial_rotary_factor": 1e-300})
+
+
+def test_qwen2_5_omni_talker_uses_its_model_default_sections():
+    """Qwen2_5OmniRotaryEmbedding (the talker's too) defaults mrope_section to [16, 24, 24]."""
+    talker = {
+        "model_type": "qwen2_5_omni_talker",
+        "head_dim": 128,
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_hidden_layers": 2,
+        "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+    }
+    layer = posenc.rope_plan(talker).layer()
+    assert layer.axes == ("temporal", "height", "width")
+    assert layer.sections == (16, 24, 24)
+    assert not layer.interleaved_sections

@@ -144,7 +144,13 @@ AXES_BY_MODEL: Mapping[str, ModelAxes] = MappingProxyType(
 MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxyType(
     {
         **dict.fromkeys(
-            ["qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "paddleocr_vl_text"],
+            [
+                "qwen2_vl_text",
+                "qwen2_5_vl_text",
+                "qwen2_5_omni_text",
+                "qwen2_5_omni_talker",
+                "paddleocr_vl_text",
+            ],
             ((16, 24, 24), False),
         ),
         **dict.fromkeys(
