@@ -232,4 +232,4 @@ def test_a_config_claiming_billions_of_layers_is_one_line(
     assert main(["plan", str(write(tmp_path, config))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "num_hidden_layers must be between 0 and 65536" in err
+    assert "num_hidden_layers must be an integer in [0, 65536]" in err

@@ -115,20 +115,24 @@ HAND_BUILT = [
         ),
         "no convention fits: the closest candidate, tensor2tensor (base 2.5, positions 1..10), "
         "is off by 0.25 > tolerance 0.001; row 0 is all zeros, as in fairseq-style tables that "
-        "zero the padding row: try table[1:].",
+        "zero the padding row: skip the rows up to it (posenc identify --skip-rows 1; table[1:] "
+        "in Python).",
     ),
     (
         _result("off_circle", residual=0.7071, closest=Candidate("paper", None, None, 0.7071)),
         "no convention fits: under every convention's layout the (sin, cos) column pairs are off "
-        "the unit circle (by >= 0.707; a scaled table?).",
+        "the unit circle (by >= 0.707): not (sin, cos) pairs, as a RoPE cos or sin table alone, "
+        "a table times a factor, or noise.",
     ),
     (
         _result(
             "off_circle", residual=0.5, zero_row=3, closest=Candidate("paper", None, None, 0.5)
         ),
         "no convention fits: under every convention's layout the (sin, cos) column pairs are off "
-        "the unit circle (by >= 0.5; a scaled table?); row 3 is all zeros, as in fairseq-style "
-        "tables that zero the padding row: try table[4:].",
+        "the unit circle (by >= 0.5): not (sin, cos) pairs, as a RoPE cos or sin table alone, a "
+        "table times a factor, or noise; row 3 is all zeros, as in fairseq-style tables that "
+        "zero the padding row: skip the rows up to it (posenc identify --skip-rows 4; table[4:] "
+        "in Python).",
     ),
     (
         _result(
@@ -219,14 +223,17 @@ def test_every_outcome_is_described() -> None:
             lambda: 2 * s(20, 8),
             "off_circle",
             "no convention fits: under every convention's layout the (sin, cos) column pairs are "
-            "off the unit circle (by >= 0.707; a scaled table?).",
+            "off the unit circle (by >= 0.707): not (sin, cos) pairs, as a RoPE cos or sin table "
+            "alone, a table times a factor, or noise.",
         ),
         (
             lambda: _zero_row(s(40, 16, convention="tensor2tensor"), 1),
             "off_circle",
             "no convention fits: under every convention's layout the (sin, cos) column pairs are "
-            "off the unit circle (by >= 0.707; a scaled table?); row 1 is all zeros, as in "
-            "fairseq-style tables that zero the padding row: try table[2:].",
+            "off the unit circle (by >= 0.707): not (sin, cos) pairs, as a RoPE cos or sin table "
+            "alone, a table times a factor, or noise; row 1 is all zeros, as in fairseq-style "
+            "tables that zero the padding row: skip the rows up to it (posenc identify "
+            "--skip-rows 2; table[2:] in Python).",
         ),
         (
             lambda: np.zeros((8, 6)),

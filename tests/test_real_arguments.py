@@ -51,7 +51,7 @@ CALLS: list[tuple[str, Callable[[Any], Any]]] = [
         lambda x: posenc.rope_frequencies(8, scaling={**YARN, "beta_fast": x}),
     ),
     ("scaling['rope_theta']", lambda x: posenc.rope_scaling({**YARN, "rope_theta": x})),
-    ("base", lambda x: posenc.rope_plan({"head_dim": 8, "rope_theta": x})),
+    ("config.rope_theta", lambda x: posenc.rope_plan({"head_dim": 8, "rope_theta": x})),
     ("factor", lambda x: posenc.rope_plan({"head_dim": 8, "rope_scaling": {**YARN, "factor": x}})),
     (
         "tokens_per_second",

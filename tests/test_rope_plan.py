@@ -117,7 +117,7 @@ def test_no_rope_layers_smollm3_and_llama4() -> None:
         assert plan.layer().uses_positions  # the layers that rotate share one plan
     with pytest.raises(ValueError, match="does not rotate"):
         listed[3].cos_sin(4)
-    with pytest.raises(ValueError, match=r"no_rope_layers must be a list of 0/1"):
+    with pytest.raises(TypeError, match=r"no_rope_layers must be a list of integers in \[0, 1\]"):
         rope_plan({**base, "no_rope_layers": "all"})
 
 
@@ -303,11 +303,11 @@ def test_bad_values_are_named_with_where_they_are() -> None:
     both = {"head_dim": 8, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}}
     with pytest.raises(ValueError, match=r"config.rope_scaling: 'rope_type' = 'yarn' and 'type'"):
         rope_plan(both)
-    with pytest.raises(ValueError, match=r"config.rope_parameters: base must be a positive"):
+    with pytest.raises(ValueError, match=r"config.rope_parameters: rope_theta must be a positive"):
         rope_plan({"head_dim": 8, "rope_parameters": {"rope_theta": -1.0}})
-    with pytest.raises(ValueError, match=r"rotary_dim must be even .* got 5"):
+    with pytest.raises(ValueError, match=r"partial_rotary_factor'\] = 0.5 rotates .* = 5 channels"):
         rope_plan({"head_dim": 10, "rope_theta": 1e4, "partial_rotary_factor": 0.5})
-    with pytest.raises(ValueError, match=r"config.layer_types must be a list of strings"):
+    with pytest.raises(TypeError, match=r"config.layer_types must be a list of strings"):
         rope_plan({"head_dim": 8, "rope_theta": 1e4, "layer_types": "full_attention"})
 
 

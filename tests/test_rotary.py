@@ -458,7 +458,7 @@ ERRORS = [
         r"rotary_dim = 4 disagrees with scaling\['partial_rotary_factor'\] = 0.25",
     ),
     (
-        lambda: rotary_cos_sin(4, 8, scaling={"rope_theta": 500000.0}),
+        lambda: rotary_cos_sin(4, 8, base=10000.0, scaling={"rope_theta": 500000.0}),
         ValueError,
         r"scaling\['rope_theta'\] = 500000.0 differs from base = 10000.0; pass base=500000.0",
     ),

@@ -139,12 +139,14 @@ def _no_fit(r: Identification, closest: Candidate, length: int) -> str:
     else:
         text = (
             "no convention fits: under every convention's layout the (sin, cos) column "
-            f"pairs are off the unit circle (by >= {r.residual:.3g}; a scaled table?)"
+            f"pairs are off the unit circle (by >= {r.residual:.3g}): not (sin, cos) pairs, "
+            "as a RoPE cos or sin table alone, a table times a factor, or noise"
         )
     if r.zero_row is not None:
         text += (
             f"; row {r.zero_row} is all zeros, as in fairseq-style tables that zero the "
-            f"padding row: try table[{r.zero_row + 1}:]"
+            f"padding row: skip the rows up to it (posenc identify --skip-rows "
+            f"{r.zero_row + 1}; table[{r.zero_row + 1}:] in Python)"
         )
     return text + "."
 

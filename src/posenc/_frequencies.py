@@ -50,7 +50,7 @@ MIN_BASE = 2.0**-970
 
 def check_frequencies(omega: npt.NDArray[np.float64], attention: float, source: str) -> None:
     """Frequencies in [0, :data:`MAX_FREQUENCY`] (0: an underflow) and an attention factor
-    that is positive and finite, else a ``ValueError`` saying which ``source`` gave them.
+    in (0, 2**15], else a ``ValueError`` saying which ``source`` gave them.
 
     >>> check_frequencies(np.array([1.0, 1e300]), 1.0, "factor = 1e-300")
     Traceback (most recent call last):
@@ -64,10 +64,10 @@ about 1e292, so that the angles of positions up to 2**53 stay finite)
             f"{source} gives frequencies up to {largest:.3g} (they must be at most 2**970, "
             "about 1e292, so that the angles of positions up to 2**53 stay finite)"
         )
-    if not 0.0 < attention < math.inf:
+    if not 0.0 < attention <= 2.0**15:
         raise ValueError(
-            f"{source} gives an attention factor of {attention!r} (it must be a positive "
-            "finite number)"
+            f"{source} gives an attention factor of {attention!r} (it must be a number in "
+            "(0, 2**15]: it multiplies cos and sin, which must stay finite in float16)"
         )
 
 

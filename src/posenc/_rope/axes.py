@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .config_values import boolean, integers
 from .multi_axis import AxisOrder, AxisSchedule, MultiAxisFrequencies, multi_axis_frequencies
 from .scaling import RopeScaling
 
@@ -143,7 +144,13 @@ AXES_BY_MODEL: Mapping[str, ModelAxes] = MappingProxyType(
 MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxyType(
     {
         **dict.fromkeys(
-            ["qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "paddleocr_vl_text"],
+            [
+                "qwen2_vl_text",
+                "qwen2_5_vl_text",
+                "qwen2_5_omni_text",
+                "qwen2_5_omni_talker",
+                "paddleocr_vl_text",
+            ],
             ((16, 24, 24), False),
         ),
         **dict.fromkeys(
@@ -182,7 +189,11 @@ def mrope_layout(
         section, where = legacy, "xdrope_section"
     if section is None and top.get("mrope_section") is not None:
         section = top["mrope_section"]
-    interleaved = params.pop("mrope_interleaved", top.get("mrope_interleaved"))
+    interleaved = params.pop("mrope_interleaved", None)
+    if interleaved is None:
+        interleaved = top.get("mrope_interleaved")
+    elif not isinstance(interleaved, bool):
+        boolean("", "mrope_interleaved", interleaved)
     default = MROPE_DEFAULTS.get(model_type or "")
     if default is not None and interleaved is None:  # the model's own layout
         interleaved = default[1]
@@ -197,7 +208,7 @@ def mrope_layout(
         )
     if section is None:
         return None
-    return tuple(int(s) for s in section), bool(interleaved), where
+    return integers("", where, section), bool(interleaved), where
 
 
 def text_layout(

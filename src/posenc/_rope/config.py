@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import config_values as values
+
 __all__ = ["NOT_ATTENTION", "ConfigReading", "read_config"]
 
 #: Layer types that are not attention layers: they use no positions.
@@ -57,6 +59,9 @@ _ROPE_KEYS = (
     "local_rope_theta",
     "global_rope_theta",
 )
+
+# position_embedding_type values that mean RoPE.
+_ROTARY = ("rotary", "rope")
 
 #: The label of a flat parameter set (the one every attention layer uses), as transformers
 #: names it when it validates one.
@@ -173,13 +178,13 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
             f"{where} has no RoPE settings: none of {', '.join(_ROPE_KEYS)} (nor a text_config "
             "with them); is it a rotary model?"
         )
-    return _as_dict(config), where, towers
+    d = _as_dict(config)
+    values.check_all(d, where)
+    return d, where, towers
 
 
-def _int(where: str, name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{where}.{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _int(where: str, name: str, value: Any) -> int:
+    return values.integer(where, name, value)
 
 
 def _head_dim(d: dict[str, Any], where: str) -> int:
@@ -196,33 +201,20 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
     # vision towers: embed_dim first (Qwen2-VL's tower, whose hidden_size is the merger's)
     name = "embed_dim" if d.get("embed_dim") is not None else "hidden_size"
     hidden = d.get(name)
-    heads = d.get("num_attention_heads", d.get("num_heads"))
+    heads_name = "num_attention_heads" if d.get("num_attention_heads") is not None else "num_heads"
+    heads = d.get(heads_name)
     if hidden is None or heads is None:
         raise ValueError(
             f"{where} must give head_dim, or hidden_size and num_attention_heads, got "
             f"head_dim={d.get('head_dim')!r}, hidden_size={hidden!r}, "
             f"num_attention_heads={heads!r}"
         )
-    return _int(where, name, hidden) // _int(where, "num_attention_heads", heads)
-
-
-#: The most layers a config may declare (real models have a few hundred at most): a plan holds
-#: one entry per layer, so a config claiming billions is refused rather than built.
-MAX_LAYERS = 1 << 16
+    return _int(where, name, hidden) // _int(where, heads_name, heads)
 
 
 def _layer_count(d: dict[str, Any], where: str) -> int | None:
     """``num_hidden_layers``: None when the config does not say, else an int in range."""
-    layers = d.get("num_hidden_layers")
-    if layers is None:
-        return None
-    if isinstance(layers, bool) or not isinstance(layers, numbers.Integral):
-        raise TypeError(f"{where}.num_hidden_layers must be an integer, got {layers!r}")
-    count = int(layers)
-    if not 0 <= count <= MAX_LAYERS:
-        raise ValueError(
-            f"{where}.num_hidden_layers must be between 0 and {MAX_LAYERS}, got {layers!r}"
-        )
+    count: int | None = values.value(d, where, "num_hidden_layers")
     return count
 
 
@@ -230,38 +222,29 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     layers = _layer_count(d, where)
     types = d.get("layer_types")
     if types is not None:
-        if isinstance(types, str) or not all(isinstance(t, str) for t in types):
-            raise ValueError(f"{where}.layer_types must be a list of strings, got {types!r}")
-        if layers is not None and len(types) != layers:
-            raise ValueError(
-                f"{where}.layer_types has {len(types)} entries but {where}.num_hidden_layers is "
-                f"{layers}: one layer type per layer"
-            )
-        return tuple(types)
+        return values.strings(where, "layer_types", types, layers)
     if layers is None:
         return None
     if d.get("rope_local_base_freq") is not None:  # Gemma 3 (4.x): every 6th layer global
-        n = _int(where, "sliding_window_pattern", d.get("sliding_window_pattern") or 6)
+        n = values.value(d, where, "sliding_window_pattern") or 6
         return tuple("sliding_attention" if (i + 1) % n else FLAT for i in range(layers))
     if d.get("local_rope_theta") is not None:  # ModernBERT (4.x): every 3rd layer global
-        n = _int(where, "global_attn_every_n_layers", d.get("global_attn_every_n_layers") or 3)
+        n = values.value(d, where, "global_attn_every_n_layers") or 3
         return tuple("sliding_attention" if i % n else FLAT for i in range(layers))
     return None
 
 
 def _no_rope_layers(d: dict[str, Any], where: str, count: int | None) -> frozenset[int]:
-    flags = d.get("no_rope_layers")
-    if flags is None and d.get("no_rope_layer_interval") and count is not None:
-        n = _int(where, "no_rope_layer_interval", d["no_rope_layer_interval"])
-        flags = [int((i + 1) % n != 0) for i in range(count)]
+    flags: Any = d.get("no_rope_layers")
+    interval = values.value(d, where, "no_rope_layer_interval")
+    if flags is None and interval is not None and count is not None:
+        flags = [int((i + 1) % interval != 0) for i in range(count)]
     if flags is None:
         return frozenset()
-    if isinstance(flags, str) or not all(isinstance(f, int) for f in flags):
-        raise ValueError(
-            f"{where}.no_rope_layers must be a list of 0/1 per layer (1: the layer uses RoPE), "
-            f"got {flags!r}"
-        )
-    return frozenset(i for i, uses in enumerate(flags) if not uses)
+    checked = values.integers(
+        where, "no_rope_layers", flags, minimum=0, maximum=1, length=count, per="0/1 flag"
+    )
+    return frozenset(i for i, uses in enumerate(checked) if not uses)
 
 
 def _parameter_sets(
@@ -292,6 +275,9 @@ def _parameter_sets(
         full = {**flat, "rope_theta": d.get("global_rope_theta", 160000.0)}
         sliding = {**flat, "rope_theta": d["local_rope_theta"]}
         return {FLAT: full, "sliding_attention": sliding}, True, f"{where}.local_rope_theta"
+    if d.get(name) is None:  # no parameter set: the top-level keys say it all
+        given = [k for k in _ROPE_KEYS if d.get(k) is not None]
+        return {FLAT: flat}, False, f"{where} ({', '.join(given) or 'no rope keys'})"
     return {FLAT: flat}, False, f"{where}.{name}"
 
 
@@ -344,10 +330,13 @@ def read_config(config: Any) -> ConfigReading:
         top=d,
         no_rope=_no_rope_layers(d, where, count),
     )
-    if "position_embedding_type" in d and d["position_embedding_type"] not in ("rotary", "rope"):
+    kind = d.get("position_embedding_type", "rotary")  # null: no position embedding (Granite)
+    if kind is not None:
+        values.text(where, "position_embedding_type", kind)
+    if kind not in _ROTARY:
         reading.rotary = False
         reading.notes.append(
-            f"{where}.position_embedding_type = {d['position_embedding_type']!r}: the attention "
+            f"{where}.position_embedding_type = {kind!r}: the attention "
             "does not rotate (RoPE is 'rotary' or 'rope')"
         )
     reading.notes += [

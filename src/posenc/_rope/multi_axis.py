@@ -57,7 +57,7 @@ from .._checks import (
 )
 from .._features import PairLayout, check_pairs, pair_slices
 from .rotary import default_seq_len, resolve_rotary_dim
-from .scaling import RopeScaling, rope_frequencies, rope_scaling
+from .scaling import RopeScaling, rope_base, rope_frequencies, rope_scaling
 
 __all__ = [
     "AxisOrder",
@@ -176,7 +176,7 @@ def multi_axis_frequencies(
     *,
     order: AxisOrder = "sectioned",
     schedule: AxisSchedule = "shared",
-    base: Any = 10000.0,
+    base: Any = None,
     scaling: Any = None,
     seq_len: int | None = None,
 ) -> MultiAxisFrequencies:
@@ -189,7 +189,7 @@ def multi_axis_frequencies(
             (see the module docstring).
         schedule: ``"shared"``, ``"dealt"`` or ``"per_axis"``: which frequency each pair gets.
         base: the wavelength base (``rope_theta``), a number > 0; for ``per_axis`` also a
-            sequence with one base per axis.
+            sequence with one base per axis; default the scaling's ``rope_theta``, else 10000.0.
         scaling: ``None``, Hugging Face rope parameters or a :class:`posenc.RopeScaling`,
             applied to the shared schedule (over ``2·n_pairs`` channels) or to each axis's own
             schedule (over ``2·sections[a]`` channels). A ``partial_rotary_factor`` in it is
@@ -215,8 +215,8 @@ def multi_axis_frequencies(
     counts = _check_sections(sections)
     order = _check_choice("order", order, _ORDERS)
     schedule = _check_choice("schedule", schedule, _SCHEDULES)
-    bases = _check_bases(base, len(counts), schedule)
     spec = rope_scaling(scaling)
+    bases = _check_bases(rope_base(base, spec), len(counts), schedule)
     n = sum(counts)
     axes = _slot_axes(counts, order)
     slots = np.arange(n)
@@ -319,18 +319,22 @@ def _resolve(
             request.sections,
             order="sectioned" if request.order is None else request.order,
             schedule="shared" if request.schedule is None else request.schedule,
-            base=10000.0 if request.base is None else request.base,
+            base=request.base,
             scaling=spec,
             seq_len=seq_len,
         )
         made_of = f"sections {list(_check_sections(request.sections))}"
     n_pairs = freqs.frequencies.shape[1]
     if 2 * n_pairs != dim:
+        fix = (
+            f"or pass rotary_dim={2 * n_pairs} to rotate only the first {2 * n_pairs} channels"
+            if 2 * n_pairs < head_dim
+            else f"at most head_dim / 2 = {head_dim // 2} (a head has {head_dim} channels)"
+        )
         raise ValueError(
             f"{made_of} give {n_pairs} rotary pairs ({2 * n_pairs} channels) but {dim} "
             f"channels rotate (head_dim = {head_dim}, rotary_dim = {rotary_dim!r}): they must "
-            f"give {dim // 2} pairs, or pass rotary_dim={2 * n_pairs} to rotate only the first "
-            f"{2 * n_pairs} channels"
+            f"give {dim // 2} pairs, {fix}"
         )
     return freqs, dim
 

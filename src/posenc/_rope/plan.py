@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._features import PairLayout
+from . import config_values
 from .axes import (
     AXES_BY_MODEL,
     AxisLayout,
@@ -278,6 +279,12 @@ class RopePlan:
                 replace(v, layer_type=first.layer_type) == first for v in rotating.values()
             ):
                 return first
+            if first is None:
+                why = "; ".join(dict.fromkeys(n for v in self.kinds.values() for n in v.notes))
+                raise ValueError(
+                    f"no layer of the config rotates ({why or 'no RoPE'}): there is no RoPE "
+                    f"layer to return (layer types: {sorted(self.kinds)})"
+                )
             raise ValueError(
                 f"the config has {len(rotating)} kinds of rotating layers: pass layer_type= one "
                 f"of {sorted(rotating)} (all layer types: {sorted(self.kinds)})"
@@ -307,6 +314,8 @@ class RopePlan:
 
 def _base(reading: ConfigReading, params: dict[str, Any]) -> tuple[float, tuple[str, ...]]:
     theta = params.pop("rope_theta", None)
+    if theta is not None:
+        theta = config_values.base("", "rope_theta", theta)
     for name in ("rope_theta", "rotary_emb_base"):
         if theta is None:
             theta = reading.top.get(name)
@@ -360,16 +369,18 @@ def _kind(
     rope_type = _rope_type(params, where)
     try:
         mrope = mrope_layout(reading.model_type, params, reading.top, rope_type)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        base, notes = _base(reading, params)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
     rope_type = {"mrope": "default", "xdrope": "dynamic"}.get(rope_type, rope_type)
-    base, notes = _base(reading, params)
     partial = params.pop("partial_rotary_factor", None)
     for name in ("partial_rotary_factor", "rotary_pct"):
         partial = reading.top.get(name) if partial is None else partial
-    inert = tuple((k, params.pop(k)) for k in list(params) if k in INERT_KEYS)
-    notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
     try:
+        inert = tuple(
+            (k, INERT_KEYS[k][0](k, params.pop(k))) for k in list(params) if k in INERT_KEYS
+        )
+        notes += tuple(f"{k}: {INERT_KEYS[k][1]}" for k, _ in inert)
         spec, head_dim, rotary_dim, layout, more = _shape(
             reading, rope_type, params, partial, head_dim, mrope
         )

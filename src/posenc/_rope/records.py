@@ -26,12 +26,14 @@ __all__ = [
     "ROPE_TYPES",
     "RopeInput",
     "RopeType",
+    "attention",
     "find_record",
     "key_name",
     "known_key",
     "not_a_parameter",
     "records",
     "register",
+    "rotations",
 ]
 
 _F64 = npt.NDArray[np.float64]
@@ -55,6 +57,29 @@ def finite(name: str, value: Any) -> float:
     result = as_float(key_name(name), value, "a finite number")
     if not math.isfinite(result):
         raise ValueError(f"{key_name(name)} must be a finite number, got {result!r}")
+    return result
+
+
+#: The largest attention factor: cos and sin times it stay finite in float16 (max 65504).
+MAX_ATTENTION = 2.0**15
+
+
+def attention(name: str, value: Any) -> float:
+    """An attention factor: a number in (0, 2**15] (the tables stay finite in float16)."""
+    result = check_base(key_name(name), value)
+    if result > MAX_ATTENTION:
+        raise ValueError(
+            f"{key_name(name)} must be a number in (0, 2**15] (it multiplies cos and sin, "
+            f"which must stay finite in float16), got {result!r}"
+        )
+    return result
+
+
+def rotations(name: str, value: Any) -> float:
+    """A number of rotations (YaRN's ``beta_fast``/``beta_slow``): in [2**-64, 2**64]."""
+    result = check_base(key_name(name), value)
+    if not 2.0**-64 <= result <= 2.0**64:
+        raise ValueError(f"{key_name(name)} must be a number in [2**-64, 2**64], got {result!r}")
     return result
 
 

@@ -79,6 +79,12 @@ pass an even rotary_dim <= 7)
             )
     if dim > head_dim:
         raise ValueError(f"rotary_dim must be <= head_dim = {head_dim}, got {dim}")
+    if rotary_dim is None and from_factor is not None and (dim < 2 or dim % 2):
+        raise ValueError(
+            f"scaling['partial_rotary_factor'] = {partial!r} rotates int({head_dim} * "
+            f"{partial!r}) = {dim} channels of head_dim {head_dim}: it must give an even number "
+            ">= 2 (RoPE rotates pairs of channels)"
+        )
     if dim < 2 or dim % 2:
         hint = f" (head_dim is {head_dim}: pass an even rotary_dim <= {head_dim})"
         raise ValueError(
@@ -105,7 +111,7 @@ def rotary_cos_sin(
     positions: Any,
     head_dim: int,
     *,
-    base: float = 10000.0,
+    base: float | None = None,
     scaling: Any = None,
     rotary_dim: int | None = None,
     pairs: PairLayout = "half",
@@ -118,7 +124,8 @@ def rotary_cos_sin(
         positions: an int ``L`` (positions ``0 .. L-1``) or an array-like of integer or real
             positions of any shape ``S``.
         head_dim: channels per attention head, an integer >= 2.
-        base: the wavelength base (``rope_theta``), a finite number > 0.
+        base: the wavelength base (``rope_theta``), a finite number > 0; default the
+            scaling's ``rope_theta``, else 10000.0.
         scaling: ``None``, a dict of Hugging Face rope parameters (``config.rope_parameters``
             or the older ``config.rope_scaling``) or a :class:`posenc.RopeScaling`:
             ``linear``, ``dynamic``, ``yarn``, ``llama3`` or ``longrope``.

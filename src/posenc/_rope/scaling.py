@@ -41,7 +41,7 @@ from .records import (
     records,
 )
 
-__all__ = ["ROPE_TYPES", "RopeScaling", "rope_frequencies", "rope_scaling"]
+__all__ = ["ROPE_TYPES", "RopeScaling", "rope_base", "rope_frequencies", "rope_scaling"]
 
 _F64 = npt.NDArray[np.float64]
 
@@ -90,7 +90,7 @@ class RopeScaling:
       ``L0``, ``attention_factor`` (else ``sqrt(1 + ln(factor)/ln(L0))``, 1 for factor <= 1)
       and ``factor`` (else ``max_position_embeddings / L0``).
 
-    Every type also accepts ``rope_theta`` (must equal the ``base`` it is used with),
+    Every type also accepts ``rope_theta`` (the base when none is passed; else it must equal it),
     ``partial_rotary_factor`` (the rotated fraction of the head, in (0, 1]) and
     ``max_position_embeddings``.
 
@@ -220,8 +220,22 @@ mscale_all_dim, truncate)
     return RopeScaling(rope_type, **params)
 
 
+#: The base when neither the caller nor the scaling gives one (transformers' default).
+DEFAULT_BASE = 10000.0
+
+
+def rope_base(base: Any, spec: RopeScaling | None, name: str = "base") -> Any:
+    """The base a caller means: ``base`` when given; else the scaling's ``rope_theta`` (a
+    ``rope_parameters`` dict copied from a config works as written), else 10000.0. A conflict
+    (both given, different) is refused where the frequencies are made."""
+    if base is not None:
+        return base
+    theta = None if spec is None else spec.params.get("rope_theta")
+    return DEFAULT_BASE if theta is None else theta
+
+
 def rope_frequencies(
-    dim: int, *, base: float = 10000.0, scaling: Any = None, seq_len: int | None = None
+    dim: int, *, base: float | None = None, scaling: Any = None, seq_len: int | None = None
 ) -> tuple[_F64, float]:
     """RoPE frequencies ω_k (float64, shape ``(dim/2,)``) and the attention factor of a scaling.
 
@@ -235,7 +249,8 @@ def rope_frequencies(
         dim: number of rotated channels (the rotary dimension, not the head size when only
             part of the head rotates), an even integer >= 2. A ``partial_rotary_factor`` in
             ``scaling`` is not applied here (:func:`posenc.rotary_cos_sin` applies it).
-        base: the wavelength base (``rope_theta``), a number >= 2**-970 (> 1 for ``yarn``).
+        base: the wavelength base (``rope_theta``), a number >= 2**-970 (> 1 for ``yarn``);
+            default the scaling's ``rope_theta``, else 10000.0. Giving both, different, raises.
         scaling: ``None``, a dict of Hugging Face rope parameters (``{"rope_type": "yarn",
             "factor": 4.0, ...}``) or a :class:`RopeScaling`.
         seq_len: the sequence length that ``dynamic`` and ``longrope`` depend on (Hugging
@@ -260,8 +275,9 @@ def rope_frequencies(
     dim = check_int("dim", dim, minimum=2)
     if dim % 2:
         raise ValueError(f"dim must be even (RoPE rotates pairs of channels), got {dim}")
-    base = check_schedule_base("base", base)
     spec = rope_scaling(scaling)
+    name = "base" if base is not None or spec is None else key_name("rope_theta")
+    base = check_schedule_base(name, rope_base(base, spec))
     if seq_len is not None:
         seq_len = check_length("seq_len", seq_len)
     check_omega_size("dim", dim)

@@ -16,11 +16,13 @@ The records are registered on import, like those of ``scaling_types``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
 from .._frequencies import paper_schedule
-from .records import RopeInput, RopeType, positive, register
+from .records import RopeInput, RopeType, key_name, positive, register
 from .scaling_types import YARN_KEYS
 
 __all__: list[str] = []
@@ -58,7 +60,13 @@ _HUNYUAN_EXTRAS = ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim
 def _ntk_alpha(r: RopeInput) -> tuple[_F64, float]:
     if r.dim == 2:
         raise ValueError("dim must be >= 4 for rope_type 'ntk_alpha' (its exponent is dim/(dim-2))")
-    new_base = r.base * r.params["alpha"] ** (r.dim / (r.dim - 2))
+    alpha, exponent = r.params["alpha"], r.dim / (r.dim - 2)
+    if math.log(r.base) + math.log(alpha) * exponent > 709:  # the new base overflows float64
+        raise ValueError(
+            f"rope_type 'ntk_alpha' with {key_name('alpha')} = {alpha!r} and base = {r.base!r}: "
+            f"its scaled base, base * alpha^{exponent:g}, overflows float64"
+        )
+    new_base = r.base * alpha**exponent
     return paper_schedule(r.dim, new_base), 1.0
 
 

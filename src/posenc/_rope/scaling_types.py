@@ -21,6 +21,7 @@ from .records import (
     Check,
     RopeInput,
     RopeType,
+    attention,
     factors,
     finite,
     flag,
@@ -28,6 +29,7 @@ from .records import (
     length,
     positive,
     register,
+    rotations,
 )
 
 __all__ = ["YARN_KEYS"]
@@ -169,9 +171,9 @@ YARN_KEYS: Mapping[str, Check] = MappingProxyType(
     {
         "factor": positive,
         "original_max_position_embeddings": length,
-        "attention_factor": positive,
-        "beta_fast": positive,
-        "beta_slow": positive,
+        "attention_factor": attention,
+        "beta_fast": rotations,
+        "beta_slow": rotations,
         "mscale": finite,
         "mscale_all_dim": finite,
         "truncate": flag,
@@ -273,7 +275,7 @@ register(
             "long_factor": factors,
             "original_max_position_embeddings": length,
             "factor": positive,
-            "attention_factor": positive,
+            "attention_factor": attention,
         },
         required=("short_factor", "long_factor", "original_max_position_embeddings"),
         transform=_longrope,

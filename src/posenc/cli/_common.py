@@ -4,6 +4,8 @@ SIGTERM handler of the command."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
 import signal
 import sys
@@ -11,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
@@ -28,6 +31,7 @@ __all__ = [
     "add_force_option",
     "add_positions_options",
     "add_subcommand",
+    "check_exists",
     "parse_positions",
     "positions_of",
     "sigterm_raises",
@@ -247,3 +251,22 @@ class Progress:
             if self.tty:
                 self.stream.write("\n")
             self.stream.flush()
+
+
+def check_exists(path: Path) -> None:
+    """A ``FileNotFoundError`` (or ``OSError``) saying why ``path`` cannot be opened: missing, a
+    link to nothing, or a loop of symbolic links (``Path.exists`` is False for all three)."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise FileNotFoundError(
+                f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
+            ) from None
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(
+                f"{path}: too many levels of symbolic links (a loop of links), expected a file"
+            ) from None
+        raise OSError(f"{path}: {exc.strerror or exc}") from None

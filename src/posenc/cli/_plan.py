@@ -21,10 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from ._common import add_subcommand
+from ._common import add_subcommand, check_exists
 from ._readers import FileError, default_max_bytes, format_size, parse_size
 
 HELP = "print the RoPE of every layer of a model, from its Hugging Face config.json"
+
+#: The version of the ``--json`` document's layout (docs/reference/cli.md): it changes when a
+#: field is renamed, removed or changes meaning, not when one is added.
+SCHEMA_VERSION = 1
 
 #: The deepest nesting of lists and objects accepted in a config file.
 MAX_DEPTH = 64
@@ -62,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise type(exc)(f"{args.config}: {exc}") from None
     report = plan_dict(plan, args.layer_type)
     if args.json:
-        print(json.dumps({"file": str(args.config), **report}, indent=2))
+        document = {"schema_version": SCHEMA_VERSION, "file": str(args.config), **report}
+        print(json.dumps(document, indent=2, allow_nan=False))
     else:
         print(plan_text(str(args.config), report))
     return 0
@@ -73,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
     """The JSON object in ``path``, read at most ``max_bytes``; one-line errors naming it."""
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+    check_exists(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, expected a config.json file")
     size = path.stat().st_size
@@ -252,13 +256,24 @@ def _details(kinds: list[dict[str, Any]]) -> list[str]:
     lines += [f"pairs {pairs}: from {source}" for pairs, source in sources]
     for k in kinds:
         if k["scaling"]:
-            params = ", ".join(f"{n}={v!r}" for n, v in k["scaling"].items())
+            params = ", ".join(f"{n}={_short(v)}" for n, v in k["scaling"].items())
             lines.append(f"scaling of {k['layer_type']} ({k['rope_type']}): {params}")
         if k["unsupported"]:
             lines.append(f"no tables for {k['layer_type']}: {k['unsupported']}")
     inert = {n: v for k in kinds for n, v in k["inert"].items()}
     lines += [f"inert key {n} = {json.dumps(v)}" for n, v in inert.items()]
     return lines
+
+
+def _short(value: Any) -> str:
+    """``value`` for the text report: a float that float32 holds exactly (a config's factors,
+    written from float32 tensors) in the fewest digits that read back as that float32; lists
+    element by element. The ``--json`` report keeps every float64 digit."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    if isinstance(value, float) and np.isfinite(value) and float(np.float32(value)) == value:
+        return np.format_float_positional(np.float32(value), unique=True, trim="0")
+    return repr(value)
 
 
 def plan_text(name: str, report: dict[str, Any]) -> str:

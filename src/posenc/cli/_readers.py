@@ -37,6 +37,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
+from ._common import check_exists
+
 __all__ = [
     "FALLBACK_MAX_BYTES",
     "SUFFIXES",
@@ -46,6 +48,7 @@ __all__ = [
     "format_size",
     "parse_size",
     "read_table",
+    "table_shape",
 ]
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
@@ -65,13 +68,27 @@ class FileError(ValueError):
 
 class Table(NamedTuple):
     """The table read: its key (None for ``.npy``), the array, the dtype it was stored in
-    (``"bfloat16"`` arrives as float32) and the tolerance to identify it with (None except
-    for bfloat16)."""
+    (``"bfloat16"`` arrives as float32), the tolerance to identify it with (None except
+    for bfloat16) and the shape stored in the file (``(L, 1, d)`` for the PyTorch tutorial's
+    buffer: its singleton axes are dropped, and ``array`` is ``(L, d)``)."""
 
     name: str | None
     array: npt.NDArray[Any]
     dtype: str
     tolerance: float | None
+    stored_shape: tuple[int, ...] = ()
+
+
+def table_shape(shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """The 2-D table a stored shape holds once its singleton axes are dropped (``(L, 1, d)``
+    -> ``(L, d)``, ``(1, 1, d)`` -> ``(1, d)``), or None when more than two axes are > 1."""
+    if len(shape) == 2:
+        return (shape[0], shape[1])
+    sizes = [n for n in shape if n != 1]
+    if len(shape) < 2 or len(sizes) > 2:
+        return None
+    sizes = [1] * (2 - len(sizes)) + sizes
+    return (sizes[0], sizes[1])
 
 
 class _Header(NamedTuple):
@@ -158,9 +175,10 @@ def _check_header(where: str, header: _Header, max_bytes: int) -> int:
         raise TypeError(f"{where} holds Python objects (dtype object), which are never loaded")
     if header.dtype is None or header.dtype.kind not in "fiu":
         raise TypeError(f"{where} must hold numbers, got dtype {header.label}")
-    if len(header.shape) != 2:
+    if table_shape(header.shape) is None:
         raise ValueError(
-            f"{where} must be a 2-D table (positions x channels), got shape {header.shape}"
+            f"{where} must be a 2-D table (positions x channels), got shape {header.shape} "
+            "(axes of size 1 are dropped, as in the PyTorch tutorial's (L, 1, d) buffer)"
         )
     size = math.prod(header.shape) * header.dtype.itemsize
     if size > max_bytes:
@@ -462,7 +480,7 @@ def _choose(path: Path, key: str | None, names: list[str], shape: Callable[[str]
         return key
     if len(names) == 1:
         return names[0]
-    tables = [name for name in names if len(shape(name) or ()) == 2]
+    tables = [name for name in names if table_shape(shape(name) or ()) is not None]
     if len(tables) == 1:
         return tables[0]
     if not tables:
@@ -490,8 +508,7 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     Raises:
         FileError (a ValueError), TypeError or OSError, with one line naming the file.
     """
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+    check_exists(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, expected a file")
     suffix = path.suffix.lower()
@@ -518,7 +535,8 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
         size = _check_header(_where(path, name), header, max_bytes)
         array = source.read(name, header, size)
     tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
-    return Table(name, array, header.label, tolerance)
+    squeezed = array.reshape(table_shape(header.shape))  # a view: the axes dropped are of size 1
+    return Table(name, squeezed, header.label, tolerance, tuple(header.shape))
 
 
 def _shape_of(source: _Source) -> Callable[[str], tuple[int, ...] | None]:

@@ -21,7 +21,7 @@ from .._features import (
 )
 from .._frequencies import frequencies
 from .._rope.rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
-from .._rope.scaling import rope_frequencies, rope_scaling
+from .._rope.scaling import rope_base, rope_frequencies, rope_scaling
 from ._checks import as_device, check_dtype, check_tensor, data_checked, positions_tensor
 from ._kernels._cast import cast_exact
 from ._kernels._rope import RopeTables, rotate
@@ -92,7 +92,7 @@ def rotary_cos_sin(
     positions: Any,
     head_dim: int,
     *,
-    base: float = 10000.0,
+    base: float | None = None,
     scaling: Any = None,
     rotary_dim: int | None = None,
     pairs: PairLayout = "half",
@@ -125,7 +125,7 @@ def rotary_cos_sin(
     spec = rope_scaling(scaling)
     dim = resolve_rotary_dim(head_dim, rotary_dim, spec)
     pairs = check_pairs(pairs)
-    base = check_base("base", base)
+    base = check_base("base", rope_base(base, spec))
     dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
     device = as_device(device)
     table = ("positions and head_dim", dim, 2 * dtype.itemsize)  # cos and sin

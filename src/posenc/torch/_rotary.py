@@ -14,7 +14,7 @@ from .._checks import check_base, check_int, check_length
 from .._features import PairLayout, check_pairs
 from .._rope.multi_axis import AxisOrder, AxisSchedule, _Request
 from .._rope.rotary import resolve_rotary_dim
-from .._rope.scaling import RopeScaling, rope_frequencies, rope_scaling
+from .._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scaling
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
@@ -72,7 +72,8 @@ def _explicit_positions(
         end = "".join(f", {n}" for n in tail)
         allowed = f"(s{end or ','}) = ({length}{end or ','})"
         if x.dim() + axis > 0:
-            allowed += f" or (b, s{end}) = ({x.shape[0]}, {length}{end}) or (1, {length}{end})"
+            allowed += f" or (b, s{end}) = ({x.shape[0]}, {length}{end})"
+            allowed += f" or (1, {length}{end})" if x.shape[0] != 1 else ""
         raise ValueError(
             f"positions must have shape {allowed} for inputs of shape {tuple(x.shape)}, "
             f"got {tuple(pos.shape)}" + (hf_hint(tuple(pos.shape), tail[0]) if tail else "")
@@ -94,7 +95,8 @@ class RotaryEmbedding(CachedTables):
 
     Args:
         head_dim: channels per head ``d``, an integer >= 2.
-        base: the wavelength base (``rope_theta``), a finite number > 0; default 10000.0.
+        base: the wavelength base (``rope_theta``), a finite number > 0; default the
+            scaling's ``rope_theta``, else 10000.0.
             Multi-axis ``schedule="per_axis"`` also takes one base per axis.
         pairs: ``"half"`` (Hugging Face / GPT-NeoX) or ``"interleaved"`` (Meta / torchtune /
             rotary-embedding-torch); see ``posenc.PairLayout``.
@@ -199,7 +201,7 @@ class RotaryEmbedding(CachedTables):
         self.axes = multi_axis_spec(self.head_dim, rotary_dim, request) if multi else None
         self.scaling: RopeScaling | None = rope_scaling(scaling)
         if self.axes is None:
-            self.base = check_base("base", 10000.0 if base is None else base)
+            self.base = check_base("base", rope_base(base, self.scaling))
             self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
         else:
             self.base, self.rotary_dim = base, self.axes.rotary_dim

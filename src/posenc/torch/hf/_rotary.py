@@ -11,7 +11,7 @@ from torch import nn
 from ..._checks import check_base, check_bool, check_int
 from ..._rope.plan import RopeLayer, rope_plan
 from ..._rope.rotary import resolve_rotary_dim
-from ..._rope.scaling import RopeScaling, rope_frequencies, rope_scaling
+from ..._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scaling
 from .._checks import as_positions, check_dtype
 from .._functional import largest_position_seq_len
 from .._kernels._table import rope_cos_sin
@@ -44,7 +44,8 @@ class LlamaRotary(nn.Module):
     Args:
         head_dim: channels per head (``config.head_dim``, or ``hidden_size //
             num_attention_heads``), an integer >= 2.
-        base: ``rope_theta``, a finite number > 0.
+        base: ``rope_theta``, a finite number > 0; default the scaling's ``rope_theta``, else
+            10000.0.
         scaling: ``None``, a Hugging Face ``rope_parameters`` dict or a ``RopeScaling``.
         rotary_dim: rotated channels (even, <= ``head_dim``); default ``head_dim`` or the
             scaling's ``partial_rotary_factor``.
@@ -64,14 +65,14 @@ class LlamaRotary(nn.Module):
         self,
         head_dim: int,
         *,
-        base: float = 10000.0,
+        base: float | None = None,
         scaling: Any = None,
         rotary_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim, minimum=2)
-        self.base = check_base("base", base)
         self.scaling: RopeScaling | None = rope_scaling(scaling)
+        self.base = check_base("base", rope_base(base, self.scaling))
         self.rotary_dim = resolve_rotary_dim(self.head_dim, rotary_dim, self.scaling)
         # Validates the combination (e.g. rope_theta == base) once, here; plain CPU float64
         # frequencies, not a buffer: module casts must never touch them.
