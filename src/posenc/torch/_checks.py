@@ -223,8 +223,31 @@ def _signed(name: str, values: torch.Tensor, checked: bool) -> torch.Tensor:
     return wide
 
 
+def _host_positions(name: str, positions: Any, device: Any) -> torch.Tensor:
+    """Arrays and lists checked like the NumPy core's, as a tensor on ``device``; an array
+    view with negative strides (``a[::-1]``), which torch cannot share, is copied."""
+    values = check_positions(name, positions)
+    if any(step < 0 for step in values.strides):
+        values = values.copy()
+    return torch.as_tensor(values, device=device)
+
+
+def _check_not_meta(name: str, positions: torch.Tensor, device: Any, against: str) -> None:
+    """Meta positions hold no values: they cannot make a table anywhere but on meta."""
+    if positions.device.type != "meta" or device is None:
+        return
+    target = torch.device(device)
+    if target.type != "meta":
+        where = f"device={str(target)!r} was asked" if against == "device" else None
+        raise ValueError(
+            f"{name} are on the meta device, which holds shapes but no values, and "
+            f"{where or f'{against} is on {target}'}: pass {name} on {target} "
+            "(or everything on the meta device)"
+        )
+
+
 def as_positions(
-    name: str, positions: Any, device: Any = None, *, offset: Any = 0
+    name: str, positions: Any, device: Any = None, *, offset: Any = 0, against: str = "x"
 ) -> tuple[torch.Tensor, bool]:
     """``positions + offset`` as an integer or float tensor (from a tensor, array or list),
     and whether their values were checked: the one gate of explicit positions.
@@ -233,10 +256,13 @@ def as_positions(
     int64 exactly. ``offset`` goes through :func:`check_offset`. Values (finite, within
     +-2**53 once the offset is added) are checked where :func:`data_checked` allows, against
     the limits as Python numbers, before the addition (which widens to int64 / float64)
-    could wrap; otherwise the caller marks unencodable positions with NaN rows.
+    could wrap; otherwise the caller marks unencodable positions with NaN rows. Positions on
+    the meta device for a ``device`` that is not meta are refused, naming ``against`` (what
+    decided ``device``: ``"x"``, ``"q"``, ``"device"``).
     """
     if not isinstance(positions, torch.Tensor):  # host data, checked like the NumPy core's
-        positions = torch.as_tensor(check_positions(name, positions), device=device)
+        positions = _host_positions(name, positions, device)
+    _check_not_meta(name, positions, device, against)
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must hold integers or real numbers, got dtype {positions.dtype}")
     offset = check_offset(offset)
@@ -267,7 +293,7 @@ def positions_tensor(
         names, width, itemsize = table
         check_allocation(names, (length, width), itemsize)
         return torch.arange(length, device=device), True
-    pos, checked = as_positions("positions", positions, device)
+    pos, checked = as_positions("positions", positions, device, against="device")
     return (pos if device is None else pos.to(device)), checked
 
 

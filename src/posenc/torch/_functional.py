@@ -30,17 +30,22 @@ from ._kernels._table import rope_cos_sin, sinusoidal_at
 __all__ = ["apply_rotary", "cast_exact", "largest_position_seq_len", "rotary_cos_sin", "sinusoidal"]
 
 
-def largest_position_seq_len(positions: torch.Tensor) -> int:
+#: What a caller whose ``forward`` takes ``seq_len=`` advises under ``torch.compile``.
+PASS_SEQ_LEN = "under torch.compile pass seq_len= together with positions="
+
+
+def largest_position_seq_len(positions: torch.Tensor, advice: str = PASS_SEQ_LEN) -> int:
     """The sequence length a length-dependent RoPE scaling sees: the largest position + 1
     (Hugging Face's rule), 0 for no positions.
 
     It reads the positions: on an accelerator that is a host synchronisation (pass
-    ``seq_len=`` to avoid it), and under ``torch.compile`` it is refused.
+    ``seq_len=`` to avoid it), and under ``torch.compile`` it is refused with ``advice``
+    (what the caller can do instead).
     """
     if torch.compiler.is_compiling():
         raise ValueError(
             "a rope_type that depends on the sequence length (dynamic, longrope) needs the "
-            "largest position: under torch.compile pass seq_len= together with positions="
+            f"largest position: {advice}"
         )
     if not positions.numel() or positions.device.type == "meta":
         return 0

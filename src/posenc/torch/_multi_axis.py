@@ -201,7 +201,7 @@ def multi_axis_cos_sin(
             f"positions must be an array of shape (..., {spec.n_axes}) (one coordinate per "
             f"axis), got the number {positions!r}"
         )
-    pos, checked = as_positions("positions", positions, device)
+    pos, checked = as_positions("positions", positions, device, against="device")
     pos = pos if device is None else pos.to(device)
     check_coordinates(pos, spec.n_axes)
     if seq_len is None and spec.scaling is not None and spec.scaling.depends_on_length:
@@ -209,9 +209,18 @@ def multi_axis_cos_sin(
     return spec.frequencies(seq_len).cos_sin(pos, pairs, dtype, checked)
 
 
-def _host(value: Any) -> Any:
-    """A tensor as a NumPy array on the host (reading it); anything else unchanged."""
-    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+def _host(name: str, value: Any) -> Any:
+    """A tensor as a NumPy array on the host (reading it); anything else unchanged. A meta
+    tensor, which has no values to read, is refused by ``name``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds shapes but no values: "
+            "multimodal_positions reads the values of its arguments (the ids depend on the "
+            "token types and grids), so pass them on the CPU or an accelerator"
+        )
+    return value.detach().cpu().numpy()
 
 
 def multimodal_positions(
@@ -243,17 +252,17 @@ def multimodal_positions(
     ([0, 1, 2, 2, 3, 3, 4], [-2])
     """
     device = token_types.device if isinstance(token_types, torch.Tensor) else None
-    seconds = _host(seconds_per_grid)
+    seconds = _host("seconds_per_grid", seconds_per_grid)
     result = _multimodal_positions(
-        _host(token_types),
-        image_grids=_host(image_grids),
-        video_grids=_host(video_grids),
+        _host("token_types", token_types),
+        image_grids=_host("image_grids", image_grids),
+        video_grids=_host("video_grids", video_grids),
         spatial_merge=spatial_merge,
-        attention_mask=_host(attention_mask),
+        attention_mask=_host("attention_mask", attention_mask),
         tokens_per_second=tokens_per_second,
         seconds_per_grid=None if seconds is None else np.asarray(seconds).tolist(),
         split_frames=split_frames,
-        segment_ids=_host(segment_ids),
+        segment_ids=_host("segment_ids", segment_ids),
         shard=shard,
     )
     return (

@@ -50,14 +50,14 @@ class _Frequencies(NamedTuple):
 
 
 def _explicit_positions(
-    x: torch.Tensor, axis: int, positions: Any, offset: Any, n_axes: int | None
+    x: torch.Tensor, axis: int, positions: Any, offset: Any, n_axes: int | None, name: str = "x"
 ) -> tuple[torch.Tensor, bool, bool]:
     """Checked positions plus ``offset`` for ``x`` (sequence at ``axis``): the tensor, whether
     its values were checked, and whether it is per batch element. 1-D RoPE (``n_axes`` None):
     ``(s,)``, ``(b, s)`` or ``(1, s)``; multi-axis: the same with ``n_axes`` coordinates last
-    (the offset is added to every coordinate)."""
+    (the offset is added to every coordinate). ``name``: what ``x`` is called in errors."""
     length = x.shape[axis]
-    pos, checked = as_positions("positions", positions, x.device, offset=offset)
+    pos, checked = as_positions("positions", positions, x.device, offset=offset, against=name)
     tail = () if n_axes is None else (n_axes,)  # one coordinate per axis
     lead = tuple(pos.shape[: pos.dim() - len(tail)])
     fits = tuple(pos.shape[len(lead) :]) == tail
@@ -317,8 +317,10 @@ class RotaryEmbedding(CachedTables):
         positions: Any,
         offset: Any,
         seq_len: Any,
+        name: str = "x",
     ) -> RopeTables:
-        """cos/sin (and phasors) shaped to broadcast against ``x`` (seq at ``axis``, r last)."""
+        """cos/sin (and phasors) shaped to broadcast against ``x`` (seq at ``axis``, r last);
+        ``name``: what ``x`` is called in errors."""
         if seq_len is not None and not isinstance(seq_len, torch.SymInt):
             seq_len = check_length("seq_len", seq_len)
         length = x.shape[axis]
@@ -332,7 +334,7 @@ class RotaryEmbedding(CachedTables):
             )
         else:
             n_axes = None if self.axes is None else self.axes.n_axes
-            pos, checked, per_batch = _explicit_positions(x, axis, positions, offset, n_axes)
+            pos, checked, per_batch = _explicit_positions(x, axis, positions, offset, n_axes, name)
             if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
                 seq_len = largest_position_seq_len(pos)
             tables = RopeTables(*self._at(pos, seq_len, dtype, checked))
@@ -370,7 +372,14 @@ class RotaryEmbedding(CachedTables):
         """
         axis = self._check_inputs({"q": q, "k": k})
         dtype = _table_dtype(q.dtype, k.dtype)
-        tables = self._tables_for(q, axis, dtype, positions, offset, seq_len)
+        tables = self._tables_for(q, axis, dtype, positions, offset, seq_len, "q")
+        if q.dim() + axis > 0 and tables.cos.shape[0] not in (1, k.shape[0]):
+            raise ValueError(
+                f"k must have the batch size of the per-batch positions, "
+                f"{tables.cos.shape[0]} (q's), got k of shape {tuple(k.shape)}; pass "
+                "positions of shape (s,) or (1, s) to share them across batches of "
+                "different sizes"
+            )
         q_rot, k_rot = rotate((q, k), tables, self.pairs)
         return q_rot, k_rot
 

@@ -44,6 +44,44 @@ def _check_x(x: Any, d_model: int, batch_first: bool) -> None:
         )
 
 
+def _may_overlap(t: torch.Tensor) -> bool:
+    """Whether two elements of ``t`` may share memory (strides only; no data is read).
+
+    PyTorch's own answer where it has one; else the sufficient rule: with the dimensions
+    sorted by stride, each stride exceeds the span of the smaller ones.
+    """
+    has_overlap = getattr(torch, "_debug_has_internal_overlap", None)
+    if has_overlap is not None and not torch.compiler.is_compiling():
+        answer = has_overlap(t)  # 0: no overlap, 1: overlap, 2: too hard to tell
+        if answer != 2:
+            return bool(answer)
+    span = 0
+    for stride, n in sorted((abs(st), n) for st, n in zip(t.stride(), t.shape, strict=True)):
+        if n > 1:
+            if stride <= span:
+                return True
+            span += stride * (n - 1)
+    return False
+
+
+def _check_own_memory(out: torch.Tensor, name: str) -> None:
+    """The tensor written in place (``x`` for ``add_``/``out=x``, else ``out``) must hold
+    each of its elements in memory of its own."""
+    fix = "pass a tensor with memory of its own (.contiguous() or .clone())"
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape, strict=True)):
+        raise ValueError(
+            f"{name} is an expanded (broadcast) view, stride 0 in some dimension "
+            f"(shape {tuple(out.shape)}, strides {out.stride()}): its elements share memory, "
+            f"and writing the sum in place needs memory for each; {fix}"
+        )
+    if _may_overlap(out):
+        raise ValueError(
+            f"{name} is a self-overlapping view (shape {tuple(out.shape)}, strides "
+            f"{out.stride()}): several of its elements may share memory, and writing the sum "
+            f"in place needs memory for each; {fix}"
+        )
+
+
 def _check_out(out: Any, x: torch.Tensor) -> None:
     if not isinstance(out, torch.Tensor):
         raise TypeError(
@@ -62,8 +100,7 @@ def _check_out(out: Any, x: torch.Tensor) -> None:
             "out= writes without recording gradients, but x requires grad; call it under "
             "torch.no_grad() or torch.inference_mode(), or leave out=None"
         )
-    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape, strict=True)):
-        raise ValueError("out must not be a broadcast (expanded) tensor")
+    _check_own_memory(out, "x" if out is x else "out")
     if (
         out.device.type != "meta"
         and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()

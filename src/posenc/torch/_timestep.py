@@ -94,7 +94,7 @@ class TimestepEmbedding(nn.Module):
         dtype = check_dtype("dtype", torch.get_default_dtype() if dtype is None else dtype)
         t, checked = as_positions("timesteps", timesteps)
         if checked and t.numel():
-            largest = float(t.to(torch.float64).abs().max()) * self._fastest
+            largest = float(t.detach().to(torch.float64).abs().max()) * self._fastest
             if not math.isfinite(largest):
                 raise ValueError(
                     f"scale * timesteps * frequency overflows float64 (scale={self.scale!r}); "

@@ -43,9 +43,19 @@ def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     Returns:
         tensor of ``table``'s shape in ``dtype``.
 
+    Gradients: where ``table`` requires grad (and grad mode is on) the result has a graph,
+    in every dtype. The rounding is passed straight through: the backward pass hands the
+    incoming gradient back, converted to float64 exactly, as ``Tensor.to`` does for float32.
+    So a gradient computed through a 16-bit table is the float64 derivative, the same as
+    through a float32 or float64 table given the same incoming gradient values.
+
     >>> x = torch.tensor([1.0 + 2**-8 + 2**-30], dtype=torch.float64)
     >>> x.to(torch.bfloat16).item(), cast_exact(x, torch.bfloat16).item()
     (1.0, 1.0078125)
+    >>> y = cast_exact(x.requires_grad_(), torch.bfloat16)
+    >>> y.sum().backward()
+    >>> x.grad
+    tensor([1.], dtype=torch.float64)
     """
     if not isinstance(table, torch.Tensor):
         raise TypeError(f"table must be a float64 tensor, got {type(table).__name__}")
@@ -54,6 +64,14 @@ def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     check_dtype("dtype", dtype)
     if dtype in (torch.float64, torch.float32):
         return table.to(dtype)
+    if table.requires_grad and torch.is_grad_enabled():  # host attributes: no sync
+        result: torch.Tensor = _RoundOnce.apply(table, dtype)  # type: ignore[no-untyped-call]
+        return result
+    return _round_once(table, dtype)
+
+
+def _round_once(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """float64 ``table`` rounded once to float16/bfloat16 (no autograd)."""
     rounded = table.to(torch.float32)
     back = rounded.to(torch.float64)
     # Truncate toward zero (one step down in magnitude where rounding went up), then set the
@@ -63,6 +81,25 @@ def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     away = back.view(torch.int64) > table.view(torch.int64)
     bits = rounded.view(torch.int32).add(away, alpha=-1) | (back != table)
     return bits.view(torch.float32).to(dtype)
+
+
+class _RoundOnce(torch.autograd.Function):
+    """:func:`_round_once` with the rounding passed straight through in the backward pass
+    (the incoming gradient converted to float64, exactly), as ``Tensor.to`` differentiates."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return _round_once(table, dtype)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grads[0].to(torch.float64), None
 
 
 def store(dst: torch.Tensor, src: torch.Tensor) -> None:

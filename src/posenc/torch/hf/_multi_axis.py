@@ -23,6 +23,7 @@ from ..._rope.plan import RopeLayer, rope_plan
 from .._checks import as_positions, check_dtype
 from .._functional import largest_position_seq_len
 from .._multi_axis import AxisFrequencies, multi_axis_spec
+from ._rotary import compile_advice
 
 __all__ = ["MultiAxisRotary"]
 
@@ -187,7 +188,8 @@ class MultiAxisRotary(nn.Module):
         positions, checked = self.coordinates(position_ids, x.device)
         frequencies = self._fixed
         if self.scaling is not None and self.scaling.depends_on_length:
-            frequencies = self._frequencies(largest_position_seq_len(positions))
+            advice = compile_advice("MultiAxisRotary", "multi_axis_cos_sin")
+            frequencies = self._frequencies(largest_position_seq_len(positions, advice))
         return frequencies.cos_sin(positions, "half", dtype, checked)
 
     def describe(self) -> str:

@@ -17,7 +17,18 @@ from .._functional import largest_position_seq_len
 from .._kernels._table import rope_cos_sin
 from ._absolute import check_same_table
 
-__all__ = ["LlamaRotary"]
+__all__ = ["LlamaRotary", "compile_advice"]
+
+
+def compile_advice(module: str, function: str) -> str:
+    """What to do under ``torch.compile(fullgraph=True)`` when ``module``'s ``forward`` (which
+    takes no ``seq_len``) must read the largest position id, as Hugging Face's does."""
+    return (
+        f"{module} reads it from position_ids, as Hugging Face's module does, and "
+        "torch.compile(fullgraph=True) cannot trace that read: compile without "
+        f"fullgraph=True (the read becomes a graph break), or build the tables with "
+        f"posenc.torch.{function}(..., seq_len=)"
+    )
 
 
 def _config_value(config: Any, name: str) -> Any:
@@ -168,7 +179,8 @@ class LlamaRotary(nn.Module):
         positions = positions.to(x.device)
         omega, attention = self._omega, self._attention
         if self.scaling is not None and self.scaling.depends_on_length:
-            seq_len = largest_position_seq_len(positions)
+            advice = compile_advice("LlamaRotary", "rotary_cos_sin")
+            seq_len = largest_position_seq_len(positions, advice)
             omega_np, attention = rope_frequencies(
                 self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
             )
