@@ -161,26 +161,36 @@ def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
 
 
 def plan_dict(plan: Any, layer_type: str | None = None) -> dict[str, Any]:
-    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind."""
-    groups: list[tuple[Any, list[int] | None, list[str]]] = []
+    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind.
+
+    Linear in the number of layers: layers are bucketed by layer type and head size (layers in
+    different buckets never share a row), and each row's notes are an ordered set.
+    """
+    groups: list[tuple[Any, list[int] | None, dict[str, None]]] = []
     if plan.layers:
+        buckets: dict[tuple[str, int], list[int]] = {}  # (layer_type, head_dim) -> groups
         for i, layer in enumerate(plan.layers):
-            for kind, indices, notes in groups:
+            bucket = buckets.setdefault((layer.layer_type, layer.head_dim), [])
+            for g in bucket:
+                kind, indices, notes = groups[g]
                 if _same_kind(kind, layer) and indices is not None:
                     indices.append(i)
-                    notes.extend(n for n in layer.notes if n not in notes)
+                    notes.update(dict.fromkeys(layer.notes))
                     break
             else:
-                groups.append((layer, [i], list(layer.notes)))
+                bucket.append(len(groups))
+                groups.append((layer, [i], dict.fromkeys(layer.notes)))
     else:  # the config does not say which layer uses which set
-        groups = [(kind, None, list(kind.notes)) for kind in plan.kinds.values()]
+        groups = [(kind, None, dict.fromkeys(kind.notes)) for kind in plan.kinds.values()]
     if layer_type is not None:
         groups = [g for g in groups if g[0].layer_type == layer_type]
     return {
         "model_type": plan.model_type,
         "source": plan.source,
         "num_layers": len(plan.layers),
-        "kinds": [_layer_dict(kind, indices) | {"notes": notes} for kind, indices, notes in groups],
+        "kinds": [
+            _layer_dict(kind, indices) | {"notes": list(notes)} for kind, indices, notes in groups
+        ],
         "notes": list(plan.notes),
     }
 
