@@ -29,6 +29,8 @@ HELP = "print the RoPE of every layer of a model, from its Hugging Face config.j
 #: The deepest nesting of lists and objects accepted in a config file.
 MAX_DEPTH = 64
 
+_CHUNK = 1 << 20  # bytes read at a time
+
 
 def add_parser(sub: Any) -> None:
     parser = add_subcommand(sub, "plan", HELP, __doc__)
@@ -83,10 +85,7 @@ def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
             f"{path} holds {format_size(size)}, more than --max-bytes ({format_size(max_bytes)});"
             " pass a larger --max-bytes to read it"
         )
-    with path.open("rb") as file:  # a device or a growing file may hold more than st_size
-        data = file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
+    data = _read_bounded(path, max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -102,6 +101,19 @@ def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
     if _depth(config) > MAX_DEPTH:
         raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels")
     return config
+
+
+def _read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, read in chunks of at most :data:`_CHUNK` (a device or a growing
+    file may hold more than its size said): what is allocated is what the file holds."""
+    chunks, total = [], 0
+    with path.open("rb") as file:
+        while chunk := file.read(min(_CHUNK, max_bytes + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
+    return b"".join(chunks)
 
 
 def _kind(value: Any) -> str:
