@@ -173,3 +173,35 @@ def test_table_of_many_positions_under_the_limit(tmp_path: Path) -> None:
     )
     assert (code, err) == (0, "wrote 1000000 x 64 float32 (npy) to t.npy\n"), err
     assert np.load(tmp_path / "t.npy", mmap_mode="r").shape == (1_000_000, 64)
+
+
+def test_npy_and_safetensors_declaring_gigabytes(tmp_path: Path) -> None:
+    """Headers that declare 2 GiB over 64 bytes of data: refused before anything is read."""
+    header = {"descr": "<f4", "fortran_order": False, "shape": (2**15, 2**14)}
+    buffer = io.BytesIO()
+    npy_format.write_array_header_1_0(buffer, header)
+    (tmp_path / "t.npy").write_bytes(buffer.getvalue() + bytes(64))
+    _assert_refused(run_limited(["identify", "t.npy"], tmp_path), "t.npy is truncated")
+    entry = {"dtype": "F32", "shape": [2**15, 2**14], "data_offsets": [0, 2**31]}
+    text = json.dumps({"pos": entry}).encode()
+    (tmp_path / "t.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + bytes(64))
+    result = run_limited(["identify", "t.safetensors"], tmp_path)
+    _assert_refused(result, "t.safetensors [pos] is truncated")
+
+
+# --------------------------------------------------------------------------- lengths
+
+
+def test_plot_a_length_it_does_not_materialise(tmp_path: Path) -> None:
+    """A heatmap of 10^12 positions (a table of 2 PB at d_model 512) in bounded memory: it
+    draws 2048 sampled rows. (``inspect`` at 10^9 positions: tests/test_cli_bounds.py.)"""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("this test needs matplotlib under CI", pytrace=False)
+        pytest.skip("matplotlib is not installed")
+    argv = ["plot", "heatmap", "--length", str(10**12), "--d-model", "512", "--out", "h.png"]
+    code, _, err = run_limited(argv, tmp_path)
+    assert code == 0, err
+    assert (tmp_path / "h.png").read_bytes().startswith(b"\x89PNG")
