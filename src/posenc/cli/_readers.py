@@ -11,8 +11,11 @@ will occupy must not exceed ``max_bytes`` (``--max-bytes``; by default a quarter
 memory, :func:`default_max_bytes`). It then reads exactly the bytes the header declares: a
 file or member that holds fewer is truncated, one that holds more lies about its size, and
 either is an error. Object arrays are never loaded (``allow_pickle`` is never set), and a
-PyTorch file that holds anything but tensors is refused. So a compressed member of a zip
-bomb costs at most ``max_bytes``, whatever it would inflate to.
+PyTorch file that holds anything but tensors is refused, and so is a tensor whose storage holds
+fewer bytes than its shape declares (an expanded or overlapping view, a few bytes on disk that
+would become the whole table once materialised) or more than ``max_bytes``. Buffers grow with
+the bytes that arrive. So a compressed member of a zip bomb costs at most ``max_bytes``,
+whatever it would inflate to, and a size a file declares but does not hold costs nothing.
 
 Every unreadable input raises :class:`FileError` (a ``ValueError``) or ``TypeError`` with one
 line that names the file (and the key), never a deep traceback.
