@@ -230,13 +230,13 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     layers = _layer_count(d, where)
     types = d.get("layer_types")
     if types is not None:
-        if isinstance(types, str) or not all(isinstance(t, str) for t in types):
-            raise ValueError(f"{where}.layer_types must be a list of strings, got {types!r}")
-        if len(types) > MAX_LAYERS:
+        if isinstance(types, list | tuple) and len(types) > MAX_LAYERS:  # before its repr
             raise ValueError(
                 f"{where}.layer_types has {len(types)} entries, more than the {MAX_LAYERS} "
                 "layers a config may declare"
             )
+        if isinstance(types, str) or not all(isinstance(t, str) for t in types):
+            raise ValueError(f"{where}.layer_types must be a list of strings, got {types!r}")
         if layers is not None and len(types) != layers:
             raise ValueError(
                 f"{where}.layer_types has {len(types)} entries but {where}.num_hidden_layers is "
