@@ -10,8 +10,9 @@ Run from the repository root with the package importable (``PYTHONPATH=src:.`` o
 Prints the machine (CPU, cores, versions, threads), runs each section, then prints one combined
 table of timings with their ratios to the references measured in the same run, followed by the
 sections' notes (e.g. the memory report). Sections: ``tables`` (table build), ``add`` (adding
-the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply) and
-``memory`` (peak memory and the module's cache). A section whose module is missing or whose
+the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply),
+``memory`` (peak memory and the module's cache) and ``plan`` (``posenc plan`` on configs of
+2^12 to 2^16 layers). A section whose module is missing or whose
 dependencies are not installed is skipped with the reason; a section that fails is reported
 and makes the exit status 1 once the others have run.
 """
@@ -29,7 +30,7 @@ import traceback
 
 from benchmarks.harness import Table, environment
 
-SECTIONS = ("tables", "add", "rope", "memory")
+SECTIONS = ("tables", "add", "rope", "memory", "plan")
 
 
 def run_section(name: str, table: Table, *, quick: bool) -> str:

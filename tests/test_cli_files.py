@@ -360,6 +360,7 @@ EXIT_CODE_TESTS = {
     2: "tests/test_cli_files.py::test_output_is_checked_before_any_work",
     70: "tests/test_cli_files.py::"
     "test_unexpected_error_is_one_line_exit_70_and_debug_shows_the_traceback",
+    129: "tests/test_cli_sighup.py::test_sighup_removes_the_partial_file",
     130: "tests/test_cli_files.py::test_signal_removes_the_partial_file",
     141: "tests/test_cli_files.py::test_broken_pipe_ends_quietly_with_141",
     143: "tests/test_cli_files.py::test_signal_removes_the_partial_file",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_int, check_position_magnitude, check_sequence
+from .._checks import check_allocation, check_int, check_position_magnitude, check_sequence
 
 __all__ = ["grid_positions"]
 
@@ -87,10 +87,19 @@ def grid_positions(shape: Any, *, merge: Any = 1, start: Any = 0) -> npt.NDArray
                 f"merge must divide every axis of shape: shape[{a}] = {n} is not a multiple "
                 f"of {b} (shape {dims}, merge blocks {blocks})"
             )
-    coords = np.indices(dims, dtype=np.int64).reshape(n_axes, -1)
-    if any(b > 1 for b in blocks):
-        split = [m for n, b in zip(dims, blocks, strict=True) for m in (n // b, b)]
-        outer, inner = list(range(1, 2 * n_axes, 2)), list(range(2, 2 * n_axes + 1, 2))
-        coords = coords.reshape(n_axes, *split).transpose(0, *outer, *inner).reshape(n_axes, -1)
-    out = coords.T + np.asarray(offsets, dtype=np.int64)
-    return np.ascontiguousarray(out.reshape(math.prod(dims), n_axes))
+    count = math.prod(dims)
+    check_allocation("shape", (count, n_axes), 8)
+    out = np.empty((count, n_axes), dtype=np.int64)
+    # Cell i runs over (outer blocks..., cells inside a block...) in row-major order, and its
+    # coordinate on axis a is outer_a * b_a + inner_a: each column is written in place as the
+    # broadcast sum of two ranges, so the peak is the result.
+    grid = [n // b for n, b in zip(dims, blocks, strict=True)] + list(blocks)
+    for a, (b, first) in enumerate(zip(blocks, offsets, strict=True)):
+        column = out[:, a].reshape(grid)  # a view: reshaping one strided axis never copies
+        along_outer = [1] * (2 * n_axes)
+        along_outer[a] = grid[a]
+        along_inner = [1] * (2 * n_axes)
+        along_inner[n_axes + a] = b
+        outer = (np.arange(grid[a], dtype=np.int64) * b + first).reshape(along_outer)
+        np.add(outer, np.arange(b, dtype=np.int64).reshape(along_inner), out=column)
+    return out

@@ -134,6 +134,11 @@ def integers(
 def strings(where: str, name: str, value: Any, length: int | None = None) -> tuple[str, ...]:
     """A list of strings (one per layer: ``length`` of them if given)."""
     items = _list(where, name, value, "a list of strings, one per layer")
+    if len(items) > MAX_LAYERS:  # before anything prints or walks them
+        raise ValueError(
+            f"{_name(where, name)} has {len(items)} entries, more than the {MAX_LAYERS} "
+            "layers a config may declare"
+        )
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"{_name(where, name)}[{i}] must be a string, got {_show(item)}")

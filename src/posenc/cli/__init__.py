@@ -11,7 +11,8 @@ stderr and one of these exit codes (the README's "Command line" section lists th
   ``--force``, a full disk);
 - 70: an unexpected error, i.e. a bug in posenc: one line, and ``posenc --debug COMMAND ...``
   shows the traceback;
-- 130: interrupted (SIGINT, Ctrl-C); 143: terminated (SIGTERM);
+- 129: hung up (SIGHUP: the terminal closed); 130: interrupted (SIGINT, Ctrl-C); 143:
+  terminated (SIGTERM);
 - 141: standard output was closed early (``posenc table ... | head``): the command stops
   quietly, with the status a shell gives a program ended by SIGPIPE.
 
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from . import _demo, _explore, _identify, _inspect, _plan, _plot, _table
-from ._common import Parser, Terminated, UsageError, sigterm_raises
+from ._common import HungUp, Parser, Terminated, UsageError, sigterm_raises
 
 __all__ = ["build_parser", "main"]
 
@@ -38,7 +39,11 @@ _SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify, _plan, _explore)
 # Exceptions that mean "the user can fix this" (exit 2): bad values and types, files that cannot
 # be read or written, a missing optional package, an input too large for memory.
 _EXPECTED = (ValueError, TypeError, OSError, ImportError, MemoryError)
-_SIGNALS = {KeyboardInterrupt: (130, "interrupted"), Terminated: (143, "terminated")}
+_SIGNALS = {
+    KeyboardInterrupt: (130, "interrupted"),
+    Terminated: (143, "terminated"),
+    HungUp: (129, "hung up (SIGHUP)"),
+}
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
@@ -59,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``posenc`` with ``argv`` (default ``sys.argv[1:]``); return the exit code.
 
-    While it runs, SIGTERM raises an exception (as SIGINT does) so that partial files are
-    removed; the previous handler is restored on return.
+    While it runs, SIGTERM and SIGHUP raise an exception (as SIGINT does) so that partial
+    files are removed; the previous handler is restored on return.
     """
     parser = build_parser()
     args = argparse.Namespace(command=None, debug=False)

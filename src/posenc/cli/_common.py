@@ -1,5 +1,5 @@
 """Pieces shared by the subcommands: common options, position parsing, a progress bar, and the
-SIGTERM handler of the command."""
+SIGTERM and SIGHUP handlers of the command."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .._checks import check_int
 from .._conventions import CONVENTIONS
 
 __all__ = [
+    "HungUp",
     "Progress",
     "Terminated",
     "UsageError",
@@ -53,30 +54,37 @@ class Terminated(BaseException):
     """
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
+class HungUp(Terminated):
+    """SIGHUP arrived (the terminal closed, an ssh session dropped): handled like SIGTERM."""
+
+
+_RAISED = {"SIGTERM": Terminated, "SIGHUP": HungUp}
+
+
+def _raise_signal_exception(signum: int, frame: FrameType | None) -> None:
+    raise _RAISED[signal.Signals(signum).name]
 
 
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated`; the handler is restored after.
+    """Within the block, SIGTERM raises :class:`Terminated` and SIGHUP :class:`HungUp`; the
+    handlers are restored after.
 
-    Only where SIGTERM has its default action (a handler set by the caller, or an inherited
-    "ignore", is respected) and only in the main thread, where signal handlers run.
+    Only for a signal whose action is the default (a handler set by the caller, or an inherited
+    "ignore" as ``nohup`` sets for SIGHUP, is respected) and only in the main thread, where
+    signal handlers run.
     """
-    sigterm = getattr(signal, "SIGTERM", None)
-    if (
-        sigterm is None
-        or threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(sigterm) != signal.SIG_DFL
-    ):
-        yield
-        return
-    previous = signal.signal(sigterm, _raise_terminated)
+    installed = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _RAISED:
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+                installed[signum] = signal.signal(signum, _raise_signal_exception)
     try:
         yield
     finally:
-        signal.signal(sigterm, previous)
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
 
 
 class Parser(argparse.ArgumentParser):

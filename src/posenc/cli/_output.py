@@ -147,12 +147,13 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-_HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+_HELD = tuple(getattr(signal, name) for name in _NAMES if hasattr(signal, name))
 
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM for the few calls that finish or remove a file, then deliver
+    """Hold SIGINT, SIGTERM and SIGHUP for the few calls that finish or remove a file, then deliver
     them: a second Ctrl-C never cuts a rename or a clean-up in half."""
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -33,6 +33,8 @@ SCHEMA_VERSION = 1
 #: The deepest nesting of lists and objects accepted in a config file.
 MAX_DEPTH = 64
 
+_CHUNK = 1 << 20  # bytes read at a time
+
 
 def add_parser(sub: Any) -> None:
     parser = add_subcommand(sub, "plan", HELP, __doc__)
@@ -87,10 +89,7 @@ def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
             f"{path} holds {format_size(size)}, more than --max-bytes ({format_size(max_bytes)});"
             " pass a larger --max-bytes to read it"
         )
-    with path.open("rb") as file:  # a device or a growing file may hold more than st_size
-        data = file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
+    data = _read_bounded(path, max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -106,6 +105,19 @@ def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
     if _depth(config) > MAX_DEPTH:
         raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels")
     return config
+
+
+def _read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, read in chunks of at most :data:`_CHUNK` (a device or a growing
+    file may hold more than its size said): what is allocated is what the file holds."""
+    chunks, total = [], 0
+    with path.open("rb") as file:
+        while chunk := file.read(min(_CHUNK, max_bytes + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
+    return b"".join(chunks)
 
 
 def _kind(value: Any) -> str:
@@ -165,26 +177,36 @@ def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
 
 
 def plan_dict(plan: Any, layer_type: str | None = None) -> dict[str, Any]:
-    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind."""
-    groups: list[tuple[Any, list[int] | None, list[str]]] = []
+    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind.
+
+    Linear in the number of layers: layers are bucketed by layer type and head size (layers in
+    different buckets never share a row), and each row's notes are an ordered set.
+    """
+    groups: list[tuple[Any, list[int] | None, dict[str, None]]] = []
     if plan.layers:
+        buckets: dict[tuple[str, int], list[int]] = {}  # (layer_type, head_dim) -> groups
         for i, layer in enumerate(plan.layers):
-            for kind, indices, notes in groups:
+            bucket = buckets.setdefault((layer.layer_type, layer.head_dim), [])
+            for g in bucket:
+                kind, indices, notes = groups[g]
                 if _same_kind(kind, layer) and indices is not None:
                     indices.append(i)
-                    notes.extend(n for n in layer.notes if n not in notes)
+                    notes.update(dict.fromkeys(layer.notes))
                     break
             else:
-                groups.append((layer, [i], list(layer.notes)))
+                bucket.append(len(groups))
+                groups.append((layer, [i], dict.fromkeys(layer.notes)))
     else:  # the config does not say which layer uses which set
-        groups = [(kind, None, list(kind.notes)) for kind in plan.kinds.values()]
+        groups = [(kind, None, dict.fromkeys(kind.notes)) for kind in plan.kinds.values()]
     if layer_type is not None:
         groups = [g for g in groups if g[0].layer_type == layer_type]
     return {
         "model_type": plan.model_type,
         "source": plan.source,
         "num_layers": len(plan.layers),
-        "kinds": [_layer_dict(kind, indices) | {"notes": notes} for kind, indices, notes in groups],
+        "kinds": [
+            _layer_dict(kind, indices) | {"notes": list(notes)} for kind, indices, notes in groups
+        ],
         "notes": list(plan.notes),
     }
 

@@ -11,8 +11,11 @@ will occupy must not exceed ``max_bytes`` (``--max-bytes``; by default a quarter
 memory, :func:`default_max_bytes`). It then reads exactly the bytes the header declares: a
 file or member that holds fewer is truncated, one that holds more lies about its size, and
 either is an error. Object arrays are never loaded (``allow_pickle`` is never set), and a
-PyTorch file that holds anything but tensors is refused. So a compressed member of a zip
-bomb costs at most ``max_bytes``, whatever it would inflate to.
+PyTorch file that holds anything but tensors is refused, and so is a tensor whose storage holds
+fewer bytes than its shape declares (an expanded or overlapping view, a few bytes on disk that
+would become the whole table once materialised) or more than ``max_bytes``. Buffers grow with
+the bytes that arrive. So a compressed member of a zip bomb costs at most ``max_bytes``,
+whatever it would inflate to, and a size a file declares but does not hold costs nothing.
 
 Every unreadable input raises :class:`FileError` (a ``ValueError``) or ``TypeError`` with one
 line that names the file (and the key), never a deep traceback.
@@ -204,16 +207,18 @@ def _check_rest(where: str, header: _Header, size: int, available: int) -> None:
 
 
 def _read_exactly(stream: IO[bytes], size: int, where: str, header: _Header) -> Any:
-    """``size`` bytes from ``stream`` into a new uint8 array, in chunks; FileError if short."""
-    buffer = np.empty(size, dtype=np.uint8)
-    view = buffer.data
-    done = 0
-    while done < size:
-        count = stream.readinto(view[done : done + _CHUNK])  # type: ignore[attr-defined]
-        if not count:
-            _check_rest(where, header, size, done)
-        done += count
-    return buffer
+    """``size`` bytes from ``stream`` into a new uint8 array, in chunks; FileError if short.
+
+    The buffer grows with the bytes that arrive, so a header or a zip directory that declares
+    more than the stream holds costs what it holds, not what it declares.
+    """
+    buffer = bytearray()
+    while len(buffer) < size:
+        chunk = stream.read(min(_CHUNK, size - len(buffer)))
+        if not chunk:
+            _check_rest(where, header, size, len(buffer))
+        buffer += chunk
+    return np.frombuffer(buffer, dtype=np.uint8)
 
 
 @contextlib.contextmanager
@@ -409,7 +414,7 @@ class _Torch:
         except ImportError:
             needs = f"reading {path.suffix} files needs PyTorch: pip install torch"
             raise FileError(needs) from None
-        self.path, self.torch = path, torch
+        self.path, self.torch, self.max_bytes = path, torch, max_bytes
         mappable = zipfile.is_zipfile(path)  # what torch.save writes since PyTorch 1.6
         size = path.stat().st_size
         if not mappable and size > max_bytes:
@@ -449,10 +454,31 @@ class _Torch:
     def read(self, name: str | None, header: _Header, size: int) -> npt.NDArray[Any]:
         assert name is not None
         tensor = self.tensors[name].detach()
-        with _reading(_where(self.path, name), "cannot be read"):
+        where = _where(self.path, name)
+        _check_storage(where, header, tensor, self.max_bytes)
+        with _reading(where, "cannot be read"):
             if tensor.dtype == self.torch.bfloat16:
                 tensor = tensor.float()
             return tensor.numpy()  # type: ignore[no-any-return]
+
+
+def _check_storage(where: str, header: _Header, tensor: Any, max_bytes: int) -> None:
+    """The storage under ``tensor`` must hold every element it declares (no expanded or
+    overlapping view, which would grow from a few bytes on disk to the whole table once
+    materialised) and fit in ``max_bytes``."""
+    stored = tensor.untyped_storage().nbytes()
+    needed = tensor.numel() * tensor.element_size()
+    if stored < needed:
+        raise FileError(
+            f"{where} declares {_declared(header)} ({format_size(needed)}) but its storage "
+            f"holds {format_size(stored)}: an expanded or overlapping view, whose elements are "
+            "not in the file; save tensor.contiguous() to read it"
+        )
+    if stored > max_bytes:
+        raise FileError(
+            f"{where} is a view of a storage of {format_size(stored)}, more than --max-bytes "
+            f"({format_size(max_bytes)}); save tensor.clone() or pass a larger --max-bytes"
+        )
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any], tensor: type) -> None:
