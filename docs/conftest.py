@@ -12,6 +12,7 @@ _NEEDS = {
     "precision.md": ("torch",),
     "integration.md": ("torch", "transformers"),
     "multi-axis.md": ("torch",),
+    "deploying.md": ("torch", "onnx", "onnxscript", "onnxruntime"),
     "porting.md": ("torch", "transformers"),
     "coming-from.md": ("torch", "positional_encodings", "rotary_embedding_torch", "transformers"),
 }

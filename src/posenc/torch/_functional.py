@@ -27,7 +27,25 @@ from ._kernels._cast import cast_exact
 from ._kernels._rope import RopeTables, rotate
 from ._kernels._table import rope_cos_sin, sinusoidal_at
 
-__all__ = ["apply_rotary", "cast_exact", "largest_position_seq_len", "rotary_cos_sin", "sinusoidal"]
+__all__ = [
+    "apply_rotary",
+    "cast_exact",
+    "largest_position_seq_len",
+    "refuse_length_export",
+    "rotary_cos_sin",
+    "sinusoidal",
+]
+
+
+def refuse_length_export(rope_type: str = "dynamic or longrope") -> None:
+    """Refuse to export a RoPE whose frequencies switch with the sequence length: the switch
+    is a branch on the length (or on the largest position) that one graph cannot hold."""
+    raise ValueError(
+        f"rope_type {rope_type} cannot be exported: it switches its frequencies with the "
+        "sequence length, a branch that one exported graph cannot hold. Export "
+        "RotaryEmbedding with a fixed seq_len= (the frequencies of that length), or a "
+        "rope_type that does not depend on the length (default, linear, yarn, llama3)"
+    )
 
 
 #: What a caller whose ``forward`` takes ``seq_len=`` advises under ``torch.compile``.
@@ -42,6 +60,8 @@ def largest_position_seq_len(positions: torch.Tensor, advice: str = PASS_SEQ_LEN
     ``seq_len=`` to avoid it), and under ``torch.compile`` it is refused with ``advice``
     (what the caller can do instead).
     """
+    if torch.compiler.is_exporting():
+        refuse_length_export()
     if torch.compiler.is_compiling():
         raise ValueError(
             "a rope_type that depends on the sequence length (dynamic, longrope) needs the "

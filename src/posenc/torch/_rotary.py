@@ -18,7 +18,7 @@ from .._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scali
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
-from ._functional import largest_position_seq_len
+from ._functional import largest_position_seq_len, refuse_length_export
 from ._kernels._rope import RopeTables, phasors, rotate
 from ._kernels._table import rope_cos_sin
 from ._multi_axis import AxisFrequencies, hf_hint, multi_axis_spec
@@ -68,7 +68,10 @@ def _explicit_positions(
         and lead[1] == length
         and lead[0] in (1, x.shape[0])
     )
-    if not fits or (lead != (length,) and not per_batch):
+    # len() first: comparing (b, s) with (s,) item by item would compare b with the length,
+    # a guard (length != b) in a graph traced with a dynamic length
+    one_row = len(lead) == 1 and lead[0] == length
+    if not fits or not (one_row or per_batch):
         end = "".join(f", {n}" for n in tail)
         allowed = f"(s{end or ','}) = ({length}{end or ','})"
         if x.dim() + axis > 0:
@@ -323,11 +326,20 @@ class RotaryEmbedding(CachedTables):
         ``name``: what ``x`` is called in errors."""
         if seq_len is not None and not isinstance(seq_len, torch.SymInt):
             seq_len = check_length("seq_len", seq_len)
+        switches = self.scaling is not None and self.scaling.depends_on_length
+        if switches and type(seq_len) is not int and torch.compiler.is_exporting():
+            assert self.scaling is not None
+            refuse_length_export(repr(self.scaling.rope_type))
         length = x.shape[axis]
         shape = [1] * x.dim()
         shape[axis], shape[-1] = length, self.rotary_dim
         if positions is None:
             offset = check_offset(offset, length)
+            if isinstance(offset, torch.Tensor):  # unread (accelerator, traced): on the fly
+                positions = torch.arange(length, device=x.device)
+                if self.axes is not None:  # text tokens: the same position on every axis
+                    positions = positions.unsqueeze(-1).expand(length, self.axes.n_axes)
+        if positions is None:
             stop = offset + length
             tables = self._range(
                 offset, stop, stop if seq_len is None else seq_len, dtype, x.device

@@ -294,6 +294,9 @@ class SinusoidalPositionalEncoding(CachedTables):
         seq_len = shape[0 if (seq_first or len(shape) == 2) else 1]
         if positions is None:
             offset = check_offset(offset, seq_len)
+            if isinstance(offset, torch.Tensor):  # unread (accelerator, traced): on the fly
+                positions = torch.arange(seq_len, device=device)
+        if positions is None:
             (table,), _ = self._cached_rows(offset, offset + seq_len, dtype, device)
             index = None
         else:

@@ -401,6 +401,21 @@ def _dropout_p(dropout: nn.Module) -> float | None:
     return float(dropout.p) if dropout.training else 0.0
 
 
+def refuse_exported_dropout(*dropouts: nn.Module) -> None:
+    """Under ``torch.export`` (and ``torch.onnx.export``), refuse a dropout that is active: an
+    exported graph is for inference, and one that drops activations gives wrong results."""
+    if not torch.compiler.is_exporting():
+        return
+    for dropout in dropouts:
+        p = getattr(dropout, "p", 0.0)
+        if dropout.training and p:
+            raise ValueError(
+                f"cannot export with dropout active: the module is in training mode with "
+                f"dropout p = {p}; call .eval() on the model before torch.export.export or "
+                "torch.onnx.export (or build it with dropout=0.0)"
+            )
+
+
 def _plain_add(x: torch.Tensor, table: torch.Tensor, p: float) -> bool:
     """Whether :func:`add_encoding` takes the plain formula (for a stock dropout of ``p``)."""
     return (
@@ -433,6 +448,7 @@ def add_encoding(
         the result (``out`` when given). The fast path is bit-identical to the plain formula
         in evaluation; in training its mask is drawn differently (see :func:`keep_mask`).
     """
+    refuse_exported_dropout(dropout)
     p = _dropout_p(dropout)
     if p is None or _plain_add(x, table, p):
         term = table if index is None else table[index]
@@ -494,6 +510,7 @@ def embed(
     (no gradient recorded, stock modules, eager): the gather, the scaling and the additions
     fused block by block into the output, bit-identical to the plain formula.
     """
+    refuse_exported_dropout(position_dropout, dropout)
     if _embed_fusable(tokens, token, segment, segments, position_dropout):
         weight = token.weight
         terms: list[Term] = [Rows(weight, tokens), table if index is None else Rows(table, index)]

@@ -98,10 +98,12 @@ def _fast_tables(
 
 def _use_fast_path(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> bool:
     """Whether the chunked fast path may run (else the formula)."""
+    # Traced code (torch.compile, torch.export) is refused first: reading x.numel() there
+    # would put a guard on the sequence length into the graph.
     return (
-        (pairs == "interleaved" or x.numel() > _SMALL_HALF)
+        not torch.compiler.is_compiling()
+        and (pairs == "interleaved" or x.numel() > _SMALL_HALF)
         and fast_paths_enabled()
-        and not torch.compiler.is_compiling()
         and type(x) is torch.Tensor
         and type(cos) is torch.Tensor
         and type(sin) is torch.Tensor

@@ -305,7 +305,12 @@ def rope_cos_sin(
     n = omega.shape[0]
     check_size("positions and head_dim", (positions.numel(), 2 * n), 16 + dtype.itemsize, device)
     angles = positions.to(device=work, dtype=torch.float64).unsqueeze(-1) * omega.to(work)
-    cos, sin = _pair_tables(angles, None if attention == 1.0 else attention, pairs, dtype)
+    # The factor as a float64 tensor, moved like omega: the ONNX exporter writes a Python
+    # float (or a fill value) as float32, one unit in the last place off
+    factor = None
+    if attention != 1.0:
+        factor = torch.tensor(attention, dtype=torch.float64).to(work)
+    cos, sin = _pair_tables(angles, factor, pairs, dtype)
     cos, sin = cos.to(device), sin.to(device)
     if checked:
         return cos, sin
