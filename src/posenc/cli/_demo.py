@@ -113,8 +113,8 @@ def _table() -> None:
     _heading("1. The table (10 positions x 8 channels)")
     say(
         "Row p is the position p; channels 2i and 2i+1 hold sin(p*w_i) and cos(p*w_i), with\n"
-        "w_i = 10000^(-2i/8). posenc computes every angle and value in float64 and rounds each\n"
-        "value once (rounded once: a single rounding, from float64 to the dtype asked for).\n"
+        "w_i = 10000^(-2i/8). posenc computes every angle and value in float64, and each value\n"
+        "is rounded once (a single rounding, from float64 to the dtype asked for).\n"
         "posenc.sinusoidal(10, 8)  # paper convention, base 10000, float32"
     )
     say(sinusoidal(10, 8))
@@ -194,8 +194,8 @@ def _properties() -> None:
     report = analysis.precision_report(10**6, d)
     errors = {m.name: m.max_error for m in report.methods}
     say(
-        "Accuracy below position 1,000,000 (max |table - exact|, float32; one ulp, a unit in "
-        "the last place, is 6e-8 near 1): "
+        "Accuracy below position 1,000,000 (max |table - exact|, float32; one unit in the last "
+        "place (ulp) of float32 is 6e-8 just below 1): "
         + ", ".join(f"{name} {err:.1e}" for name, err in errors.items())
     )
 
