@@ -101,3 +101,16 @@ def test_rotation_plot_refuses_bad_arguments() -> None:
         plot.rotation_plot(p=0, k=0, d_model=8, pair=0)
     with pytest.raises(TypeError, match="p must be"):
         plot.rotation_plot(p=1.5, k=1, d_model=8, pair=0)
+
+
+def test_posenc_plot_rotation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from posenc.cli import main
+
+    out = tmp_path / "rotation.png"
+    argv = ["plot", "rotation", "--position", "5", "--shift", "3", "--d-model", "8"]
+    assert main([*argv, "--pair", "1", "--out", str(out)]) == 0
+    assert _settings(out)["d_model"] == "8"
+    assert main(["plot", "heatmap", "--shift", "3", "--out", str(tmp_path / "h.png")]) == 2
+    assert "--shift does not apply to the heatmap plot" in capsys.readouterr().err
+    assert main([*argv, "--pair", "4", "--out", str(tmp_path / "r.png")]) == 2
+    assert "pair must lie in 0 .. 3" in capsys.readouterr().err

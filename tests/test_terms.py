@@ -22,7 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: emphasis and backticks removed and whitespace collapsed to single spaces; a definition says
 #: what the term is in the same sentence.
 GLOSSARY: dict[str, tuple[str, str]] = {
-    "ulp": (r"\bulps?\b", r"units? in the last place \(ulp\)|\bulp \(units? in the last place"),
+    "ulp": (
+        r"\bulps?\b",
+        r"units? in the last place \(ulp\)|\bulp( \(|: (one )?)units? in the last place",
+    ),
     "float32 recipe": (
         r"\bfloat32 recipe\b",
         r"\bfloat32 recipe\b[,:]? ?(\(|is |means )?[^.]{0,80}?\bangles?\b[^.]{0,40}?\bin float32",
@@ -105,7 +108,10 @@ def test_the_explorer_panels_define_each_term_before_using_it() -> None:
     ("text", "bad"),
     [
         ("The float32 recipe is off. The float32 recipe computes the angles in float32.", True),
-        ("The float32 recipe (the usual code, which computes the angles in float32) drifts.", False),
+        (
+            "The float32 recipe (the usual code, which computes the angles in float32) drifts.",
+            False,
+        ),
         ("Its ulp is small. One unit in the last place (ulp) is 2^-24.", True),
         ("One unit in the last place (ulp) is 2^-24; an ulp is small.", False),
         ("See [the residual](tutorial.md#residual). The residual is the max |a - b|.", False),
