@@ -151,7 +151,7 @@ def sin_cos_channels(
     and by the explorer's channels panel.
 
     >>> sin_cos_channels(100, 16, "paper", [2**k for k in range(1, 9)], count=2)
-    [(4, 5), (12, 13)]
+    [(6, 7), (12, 13)]
     """
     pairs = sin_cos_pairs(feature_slices(d_model, convention), d_model)
     partner = dict(zip(pairs.sin.tolist(), pairs.cos.tolist(), strict=True))
