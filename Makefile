@@ -52,8 +52,11 @@ help:
 
 # posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
+	&& echo 'make: creating $(VENV) with $(PYTHON)' \
 	&& $(PYTHON) -m venv $(VENV) \
+	&& echo 'make: pip install PyTorch (CPU), NumPy and matplotlib (requirements-demo.txt; pip stays quiet until it is done)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt \
+	&& echo 'make: pip install posenc from this clone (editable, no dependencies)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e . \
 	&& touch $(EDITABLE) \
 	&& echo '$(DEMO_ID)' > $(DEMO_STAMP)
@@ -63,19 +66,23 @@ $(DEMO_STAMP):
 
 # The package's metadata (entry points, version) changed: reinstall posenc only.
 $(EDITABLE): pyproject.toml | $(DEMO_STAMP)
-	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	echo 'make: pip install posenc again (pyproject.toml changed)' \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e .
 	touch $@
 
 # The rest of requirements-dev.txt. A .venv with older dev requirements is rebuilt from scratch,
 # so that nothing dropped from the pins stays installed.
 $(DEV_STAMP): $(DEMO_STAMP)
 	if [ -e $@ ]; then $(NEW_DEMO_ENV); fi
-	$(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
-	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-nodeps.txt
+	echo 'make: pip install the test, lint, docs and reference tools (requirements-dev.txt; pip stays quiet until it is done)' \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
+	echo 'make: pip install the reference libraries without their dependencies (requirements-nodeps.txt)' \
+	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -r requirements-nodeps.txt
 	echo '$(DEV_ID)' > $@
 
 demo: $(DEMO_STAMP) $(EDITABLE)
-	$(BIN)/posenc demo --force
+	echo 'make: running posenc demo (about ten seconds; figures to ./posenc-demo/)' \
+	&& $(BIN)/posenc demo --force
 
 lint: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/ruff check src tests benchmarks examples docs tools conftest.py
@@ -134,8 +141,10 @@ else
 $(PY310_STAMP):
 	rm -rf $(VENV310)
 	$(word 2,$(PY310_ID)) -m venv $(VENV310)
-	$(VENV310)/bin/python -m pip install $(PIP_FLAGS) -r requirements-py310.txt
-	$(VENV310)/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	echo 'make: pip install the NumPy-only test stack into $(VENV310) (requirements-py310.txt)' \
+	&& $(VENV310)/bin/python -m pip install $(PIP_FLAGS) -r requirements-py310.txt
+	echo 'make: pip install posenc from this clone into $(VENV310)' \
+	&& $(VENV310)/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
 	echo '$(PY310_STAMP_ID)' > $@
 
 # CI is cleared for this run only: under CI a missing reference library or browser fails the run,

@@ -203,7 +203,9 @@ def test_similarity_of_a_billion_positions_is_bounded_and_exact_where_shown(
         calls.append(len(result.positions))
         return result
 
-    monkeypatch.setattr(plot.analysis, "similarity", similarity)
+    from posenc import _figure_data
+
+    monkeypatch.setattr(_figure_data, "similarity", similarity)  # what the figure draws
     fig = plot.similarity_plot(BILLION, 8)
     assert calls
     assert max(calls) <= 2048

@@ -43,3 +43,28 @@ def test_another_python_stops_with_one_line(goal: str, tmp_path: Path) -> None:
     assert len(lines) == 1, result.stderr
     assert "needs Python 3.11" in lines[0]
     assert not venv.exists()
+
+
+@pytest.mark.parametrize("goal", ["demo", "test"])
+def test_each_install_step_is_announced_first(goal: str, tmp_path: Path) -> None:
+    """pip runs quietly for a minute or more: a line saying what it installs comes first."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    result = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), goal, f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = result.stdout.replace("\\\n", " ")  # a recipe line continued with a backslash
+    steps = [s.strip() for line in text.splitlines() for s in line.split("&&")]
+    installs = [i for i, step in enumerate(steps) if " -m pip install" in step]
+    assert installs, result.stdout
+    for i in installs:
+        before = steps[i - 1]
+        assert before.startswith("echo"), (steps[i], before)
+        assert "install" in before, (steps[i], before)
+    runs = [i for i, step in enumerate(steps) if "posenc demo" in step and "echo" not in step]
+    for i in runs:
+        assert steps[i - 1].startswith("echo"), steps[i]

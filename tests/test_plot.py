@@ -17,7 +17,7 @@ pytest.importorskip("matplotlib", reason="posenc.plot needs the 'plot' extra (ma
 from matplotlib.figure import Figure
 
 import posenc
-from posenc import analysis, plot
+from posenc import _figure_data, analysis, plot
 from posenc._figure_data import precision_grid
 
 # Small arguments for each figure, so that the whole file stays fast.
@@ -28,6 +28,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "similarity": {"length": 20, "d_model": 16},
     "precision": {"max_position": 1000, "d_model": 16},
     "shift": {"max_position": 1000, "d_model": 16},
+    "rotation": {"p": 3, "k": 2, "d_model": 16},
 }
 WITH_COLORBAR = {"heatmap", "similarity"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,9 +40,9 @@ def _titles(fig: Figure) -> str:
 
 
 def _data_axes(fig: Figure) -> list[Any]:
-    """The axes that hold data (colour bars excluded)."""
+    """The axes that hold data (colour bars and axes of text only excluded)."""
     colorbar_axes = {im.colorbar.ax for ax in fig.axes for im in ax.images if im.colorbar}
-    return [ax for ax in fig.axes if ax not in colorbar_axes]
+    return [ax for ax in fig.axes if ax not in colorbar_axes and ax.axison]
 
 
 def test_plots_mapping_names_every_figure_and_is_read_only() -> None:
@@ -52,6 +53,7 @@ def test_plots_mapping_names_every_figure_and_is_read_only() -> None:
         "similarity": plot.similarity_plot,
         "precision": plot.precision_plot,
         "shift": plot.shift_plot,
+        "rotation": plot.rotation_plot,
     }
     with pytest.raises(TypeError):
         plot.PLOTS["new"] = plot.heatmap  # type: ignore[index]
@@ -123,16 +125,19 @@ def test_sinusoids_zero_column_and_default_channels() -> None:
         .get_texts()
     ]
     assert texts == ["channel 6: zero column"]
-    # default: sin channels only, fastest one first; long ranges skip channels that would
-    # oscillate more than 20 times
-    short = plot.sinusoids(100, 128).axes[0].get_legend().get_texts()
-    assert 2 <= len(short) <= 5
-    assert short[0].get_text().startswith("channel 0: sin")
-    lam = analysis.wavelengths(1024).wavelengths
-    for text in plot.sinusoids(10_000, 1024).axes[0].get_legend().get_texts():
-        channel = int(text.get_text().split()[1].rstrip(":"))
-        assert channel % 2 == 0
-        assert 10_000 / lam[channel // 2] <= 20
+    # default: the sin and cos channel of up to three frequencies, fastest first, each making
+    # between half a period and 8 periods over the range (none flat, none a solid block)
+    for length, d_model in ((100, 128), (10_000, 1024), (200, 512)):
+        lam = analysis.wavelengths(d_model).wavelengths
+        texts = [
+            t.get_text() for t in plot.sinusoids(length, d_model).axes[0].get_legend().get_texts()
+        ]
+        assert 2 <= len(texts) <= 6
+        channels = [int(text.split()[1].rstrip(":")) for text in texts]
+        assert [text.split()[2].rstrip(",") for text in texts] == ["sin", "cos"] * (len(texts) // 2)
+        assert channels[1::2] == [c + 1 for c in channels[::2]]
+        for channel in channels:
+            assert 0.5 <= length / lam[channel // 2] <= 8
 
 
 @pytest.mark.parametrize("convention", ["paper", "tensor2tensor"])
@@ -201,7 +206,7 @@ def test_precision_plot_curves(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append((max_position, d_model, kwargs["samples"]))
         return report(max_position, d_model, *args, **kwargs)
 
-    monkeypatch.setattr(plot.analysis, "precision_report", counted)
+    monkeypatch.setattr(_figure_data, "precision_report", counted)  # what the figure draws
     fig = plot.precision_plot()  # the default figure: up to 10**6, d_model 128
     # bounded work: two reports (float32, bfloat16) of 8 positions per point of a 21-point grid
     grid = precision_grid(10**6)
@@ -290,6 +295,7 @@ def test_shift_plot_repeated_shifts_count_once() -> None:
         ("wavelengths", ".SVG", False),
         ("precision", ".PNG", True),
         ("shift", ".svg", False),
+        ("rotation", ".png", True),
     ],
 )
 def test_saving_writes_the_format_of_the_suffix(

@@ -6,20 +6,27 @@ the subset of positions whose differences cover every distance, and the shift re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ._checks import check_int
-from ._conventions import ConventionName
+from ._checks import check_int, check_position_magnitude
+from ._conventions import ConventionName, get_convention
 from ._features import feature_slices, sin_cos_pairs
+from ._frequencies import frequencies
 from ._sinusoidal import sinusoidal
-from .analysis._properties import check_shift
+from .analysis._precision import precision_report
+from .analysis._properties import check_shift, shift_matrix, similarity
 from .analysis._recipes import float32_recipe
 
-MAX_PERIODS = 20  # sinusoids(): default channels show at most this many periods
+MAX_PERIODS = 8  # sinusoids(): default channels show at most this many periods
+#: sinusoids(): default channels show at least half a period (a wavelength at most twice the
+#: range), so that none looks flat: a sine moves by at least 1 over it, a cosine by 2.
+MIN_PERIODS = 0.5
 #: heatmap(), similarity_plot(): longer ranges are drawn from this many evenly spaced positions
 #: (more rows than the figure has pixels; the similarity profile uses at most this many too).
 MAX_DRAWN_ROWS = 2048
@@ -30,6 +37,10 @@ MAX_SHIFT = 10_000
 MAX_SHIFTS = 6
 #: The tables shift_plot() checks, in the order shift_residuals() builds them.
 SHIFT_TABLES = ("posenc, float64", "posenc, float32", "float32 recipe")
+#: The suffixes ``path=`` accepts (case-insensitive); the suffix picks the file format.
+FORMATS = (".png", ".svg")
+_SEQUENTIAL = "viridis"
+_DIVERGING = "RdBu_r"
 
 
 def check_channels(channels: Any, d_model: int) -> list[int]:
@@ -45,24 +56,6 @@ def check_channels(channels: Any, d_model: int) -> list[int]:
             f"channels must lie in 0 .. d_model-1 = {d_model - 1}, got {bad[0]} among them"
         )
     return list(dict.fromkeys(values))
-
-
-def default_channels(length: int, d_model: int, convention: str, lam: Any) -> list[int]:
-    """The sin channels of up to five frequencies, spread evenly over the schedule.
-
-    Only frequencies with at most 20 periods in ``length`` positions are eligible (faster
-    ones fill the axes with solid colour); at least the slowest one is kept.
-    """
-    layout = feature_slices(d_model, convention)
-    sin_channels = list(range(d_model)[layout.sin])
-    if not sin_channels:  # d_model = 1 under tensor2tensor: only a zero column
-        return [0]
-    wavelength = np.asarray(lam, dtype=np.float64)[: len(sin_channels)]
-    eligible = np.flatnonzero(wavelength >= length / MAX_PERIODS)
-    if eligible.size == 0:
-        eligible = np.array([int(np.argmax(wavelength))])
-    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, 5)).astype(int))
-    return [sin_channels[int(eligible[i])] for i in picks]
 
 
 def even_positions(length: int, count: int) -> npt.NDArray[np.int64]:
@@ -150,21 +143,191 @@ def sin_cos_channels(
 ) -> list[tuple[int, int]]:
     """(sin channel, cos channel) of up to ``count`` frequencies, spread over the schedule.
 
-    The frequencies are chosen as in :func:`default_channels` (at most 20 periods in
-    ``length`` positions); each comes with the cosine channel of the same frequency, so a
-    figure shows both kinds of channel.
+    Eligible frequencies make between half a period and 8 periods in ``length`` positions:
+    faster ones fill the axes with solid colour, slower ones look flat. They are spread
+    evenly over the eligible ones, fastest first; with none eligible, the one nearest to
+    that range (on a log scale) is shown. Each comes with the cosine channel of the same
+    frequency, so a figure shows both kinds of channel. Used by ``posenc.plot.sinusoids``
+    and by the explorer's channels panel.
 
     >>> sin_cos_channels(100, 16, "paper", [2**k for k in range(1, 9)], count=2)
-    [(4, 5), (14, 15)]
+    [(6, 7), (12, 13)]
     """
     pairs = sin_cos_pairs(feature_slices(d_model, convention), d_model)
     partner = dict(zip(pairs.sin.tolist(), pairs.cos.tolist(), strict=True))
     if not partner:  # d_model = 1: no cosine channel
         return []
-    wavelength = np.asarray(lam, dtype=np.float64)[: len(partner)]
-    eligible = np.flatnonzero(wavelength >= length / MAX_PERIODS)
-    if eligible.size == 0:
-        eligible = np.array([int(np.argmax(wavelength))])
-    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, count)).astype(int))
     sines = pairs.sin.tolist()
+    wavelength = np.asarray(lam, dtype=np.float64)[: len(sines)]
+    low, high = length / MAX_PERIODS, length / MIN_PERIODS
+    eligible = np.flatnonzero((wavelength >= low) & (wavelength <= high))
+    if eligible.size == 0:
+        outside = np.maximum(np.log(low / wavelength), np.log(wavelength / high))
+        eligible = np.array([int(np.argmin(outside))])
+    picks = np.unique(np.round(np.linspace(0, eligible.size - 1, count)).astype(int))
     return [(sines[int(eligible[i])], partner[sines[int(eligible[i])]]) for i in picks]
+
+
+def rotation(
+    p: int, k: int, d_model: int, pair: int, base: float, convention: ConventionName, steps: int
+) -> dict[str, Any]:
+    """What the rotation figures draw for one (sin, cos) pair moved from ``p`` to ``p+k``.
+
+    ``sin``/``cos``: the pair's channels; ``start``/``end``: its (sin, cos) values at ``p``
+    and ``p+k`` (float64); ``path``: ``steps`` (sin, cos) points at fractional positions from
+    ``p`` to ``p+k``; ``block``: the 2x2 block of ``M_k`` on those channels, rows and columns
+    in (sin, cos) order; ``omega``: the pair's frequency.
+
+    >>> r = rotation(5, 3, 8, 1, 10000.0, "paper", 4)
+    >>> r["sin"], r["cos"], round(r["omega"], 6)
+    (2, 3, 0.1)
+    >>> bool(np.allclose(r["block"] @ r["start"], r["end"]))
+    True
+    """
+    pairs = sin_cos_pairs(feature_slices(d_model, convention), d_model)
+    if not 0 <= pair < pairs.sin.size:
+        raise ValueError(
+            f"pair must lie in 0 .. {pairs.sin.size - 1} for d_model {d_model}, got {pair}"
+        )
+    s_ch, c_ch = int(pairs.sin[pair]), int(pairs.cos[pair])
+    rows = sinusoidal([p, p + k], d_model, base=base, convention=convention, dtype=np.float64)
+    walk = sinusoidal(
+        np.linspace(p, p + k, steps), d_model, base=base, convention=convention, dtype=np.float64
+    )
+    m = shift_matrix(k, d_model, base=base, convention=convention, unpaired="drop")
+    index = [s_ch, c_ch]
+    return {
+        "sin": s_ch,
+        "cos": c_ch,
+        "start": rows[0, index],
+        "end": rows[1, index],
+        "path": walk[:, index],
+        "block": m[np.ix_(index, index)],
+        "matrix": m,
+        "rows": rows,
+        "omega": float(frequencies(d_model, base=base, convention=convention)[pair]),
+    }
+
+
+def check_path(path: Any) -> Path | None:
+    """``None`` or a str/PathLike ending in .png or .svg (case-insensitive)."""
+    if path is None:
+        return None
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike ending in .png or .svg, got {path!r}")
+    result = Path(path)
+    if result.suffix.lower() not in FORMATS:
+        raise ValueError(
+            f"path must end in .png or .svg (the format follows the suffix), got {str(path)!r}"
+        )
+    return result
+
+
+def check_length(length: Any, minimum: int) -> int:
+    """A number of positions ``0 .. length-1``: an integer >= ``minimum``, at most 2**53 + 1."""
+    count: int = check_int("length", length, minimum=minimum)
+    check_position_magnitude("length - 1", 0, count - 1)
+    return count
+
+
+def extent(positions: npt.NDArray[np.int64]) -> tuple[float, float]:
+    """The span of evenly spaced ``positions`` drawn as cells: half a step beyond each end."""
+    first, last = int(positions[0]), int(positions[-1])
+    half = 0.5 * (last - first) / (len(positions) - 1) if len(positions) > 1 else 0.5
+    return first - half, last + half
+
+
+def sampled(shown: int, length: int, what: str) -> str:
+    """A title line saying that ``shown`` of ``length`` positions were drawn (else '')."""
+    if shown >= length:
+        return ""
+    return f"\n({what + ' ' if what else ''}{shown:,} evenly spaced of {length:,} positions)"
+
+
+def convention_name(convention: Any) -> ConventionName:
+    return get_convention(convention).name
+
+
+def require_frequencies(d_model: int, base: float, convention: str) -> None:
+    """Figures about frequencies need at least one (tensor2tensor with d_model = 1 has none)."""
+    if frequencies(d_model, base=base, convention=convention).size == 0:
+        raise ValueError(
+            f"d_model must be >= 2 under convention {convention!r} (d_model = {d_model} has no "
+            "frequencies, only a zero column)"
+        )
+
+
+def fitted_scale(values: npt.NDArray[np.float64]) -> tuple[str, float, float]:
+    """(colour map, vmin, vmax) fitted to the finite values: sequential from the smallest to
+    the largest when none is negative, diverging and centred at 0 otherwise."""
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if low >= 0.0:
+        return _SEQUENTIAL, low, high if high > low else low + 1.0
+    top = max(-low, high)
+    return _DIVERGING, -top, top
+
+
+def rotation_lines(r: dict[str, Any], p: int, k: int) -> list[tuple[str, str]]:
+    """The text beside the rotation figure: (line, font family), the 2x2 block with numbers."""
+    (s0, c0), (s1, c1) = r["start"], r["end"]
+    b = r["block"]
+    return [
+        (f"2×2 block of M_{k} (channels {r['sin']}, {r['cos']}):", "sans-serif"),
+        (f"[[{b[0, 0]: .4f}  {b[0, 1]: .4f}]", "monospace"),
+        (f" [{b[1, 0]: .4f}  {b[1, 1]: .4f}]]", "monospace"),
+        (f"= [[cos kω, sin kω], [-sin kω, cos kω]],  kω = {k}·{r['omega']:.4g}", "sans-serif"),
+        (f"(sin, cos) at p = {p}:     ({s0: .4f}, {c0: .4f})", "monospace"),
+        (
+            f"block @ that:            ({b[0] @ r['start']: .4f}, {b[1] @ r['start']: .4f})",
+            "monospace",
+        ),
+        (f"(sin, cos) at p+k = {p + k}:  ({s1: .4f}, {c1: .4f})", "monospace"),
+        ("The same block moves this pair from any p to p+k.", "sans-serif"),
+    ]
+
+
+def check_rotation(p: Any, k: Any, d_model: Any, pair: Any) -> tuple[int, int, int, int]:
+    """The integer arguments of the rotation figure: p >= 0, k >= 1 (p + k at most 2**53),
+    d_model >= 2, pair >= 0 (its upper bound is checked by :func:`rotation`)."""
+    p = check_int("p", p, minimum=0)
+    k = check_int("k", k, minimum=1)
+    check_position_magnitude("p + k", 0, p + k)
+    return p, k, check_int("d_model", d_model, minimum=2), check_int("pair", pair, minimum=0)
+
+
+def similarity_views(
+    length: int, d_model: int, base: float, name: ConventionName, metric: str
+) -> tuple[Any, Any]:
+    """(the similarity shown as a matrix, the one whose profile is drawn) for ``length``
+    positions: both the full one up to 2048 positions; beyond, 2048 evenly spaced positions
+    and the :func:`difference_cover` of every distance."""
+    if length <= MAX_DRAWN_ROWS:
+        full = similarity(length, d_model, base=base, convention=name, metric=metric)
+        return full, full
+    grid = even_positions(length, MAX_DRAWN_ROWS)
+    shown = similarity(grid, d_model, base=base, convention=name, metric=metric)
+    cover = difference_cover(length)
+    return shown, similarity(cover, d_model, base=base, convention=name, metric=metric)
+
+
+def precision_errors(
+    grid: npt.NDArray[np.int64],
+    d_model: int,
+    base: float,
+    name: ConventionName,
+    curves: Sequence[tuple[str, str, str]],
+) -> dict[str, list[float]]:
+    """Max error of each (label, dtype, method) curve at each ``L`` of ``grid``:
+    :func:`~posenc.analysis.precision_report` over 8 positions below ``L``."""
+    errors: dict[str, list[float]] = {label: [] for label, _, _ in curves}
+    for length in grid:
+        reports = {
+            dtype: precision_report(
+                int(length), d_model, dtype, base=base, convention=name, samples=8, seed=0
+            )
+            for dtype in ("float32", "bfloat16")
+        }
+        for label, dtype, method in curves:
+            errors[label].append(reports[dtype].method(method).max_error)
+    return errors

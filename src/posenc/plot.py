@@ -9,7 +9,7 @@ write the figure to a file (the format follows the suffix).
 
 >>> from posenc.plot import PLOTS, heatmap
 >>> sorted(PLOTS)
-['heatmap', 'precision', 'shift', 'similarity', 'sinusoids', 'wavelengths']
+['heatmap', 'precision', 'rotation', 'shift', 'similarity', 'sinusoids', 'wavelengths']
 >>> fig = heatmap(50, 32)
 >>> fig.axes[0].get_xlabel()
 'channel (index)'
@@ -21,10 +21,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 try:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -38,60 +36,68 @@ except ImportError as exc:  # pragma: no cover - exercised only without matplotl
     ) from exc
 
 from . import analysis
-from ._checks import check_base, check_int, check_position_magnitude
-from ._conventions import ConventionName, get_convention
+from ._checks import check_base, check_int
 from ._features import channel_frequency_index, channel_kinds, feature_slices
+from ._figure_data import FORMATS as FORMATS
 from ._figure_data import (
     MAX_CURVE_POINTS,
     MAX_DRAWN_ROWS,
     SHIFT_TABLES,
     SHIFT_WINDOW,
     check_channels,
+    check_rotation,
     check_shifts,
-    default_channels,
-    difference_cover,
     even_positions,
+    precision_errors,
     precision_grid,
+    rotation,
+    rotation_lines,
     shift_residuals,
+    similarity_views,
+    sin_cos_channels,
 )
-from ._frequencies import frequencies
+from ._figure_data import (
+    check_length as _check_length,
+)
+from ._figure_data import (
+    check_path as _check_path,
+)
+from ._figure_data import (
+    convention_name as _convention_name,
+)
+from ._figure_data import (
+    extent as _extent,
+)
+from ._figure_data import (
+    fitted_scale as _fitted_scale,
+)
+from ._figure_data import (
+    require_frequencies as _require_frequencies,
+)
+from ._figure_data import (
+    sampled as _sampled,
+)
 from ._sinusoidal import sinusoidal
 
 __all__ = [
     "PLOTS",
     "heatmap",
     "precision_plot",
+    "rotation_plot",
     "shift_plot",
     "similarity_plot",
     "sinusoids",
     "wavelength_plot",
 ]
 
-#: The suffixes ``path=`` accepts (case-insensitive); the suffix picks the file format.
-FORMATS = (".png", ".svg")
 
 _DPI = 100  # screen dpi of the figure; PNG files are written at _SAVE_DPI
 _SAVE_DPI = 150
 _DIVERGING = "RdBu_r"
-_SEQUENTIAL = "viridis"
 _DOTTED_LENGTH = 200  # sinusoids(): up to this length, integer positions are drawn as dots
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _check_path(path: Any) -> Path | None:
-    """``None`` or a str/PathLike ending in .png or .svg (case-insensitive)."""
-    if path is None:
-        return None
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path must be a str or os.PathLike ending in .png or .svg, got {path!r}")
-    result = Path(path)
-    if result.suffix.lower() not in FORMATS:
-        raise ValueError(
-            f"path must end in .png or .svg (the format follows the suffix), got {str(path)!r}"
-        )
-    return result
 
 
 def _new_figure(width: float, height: float, *, wspace: float | None = None) -> Figure:
@@ -103,10 +109,16 @@ def _new_figure(width: float, height: float, *, wspace: float | None = None) -> 
 
 
 def _finish(fig: Figure, path: Path | None) -> Figure:
-    """Save ``fig`` to ``path`` (when given) in the format of its suffix; return it."""
+    """Save ``fig`` to ``path`` (when given) in the format of its suffix; return it.
+
+    The file's ``Description`` metadata holds the figure's titles, settings included
+    (``convention=paper, base=10000, d_model=128``), so a saved figure says what it shows.
+    """
     if path is not None:
         fmt = path.suffix.lower().lstrip(".")
-        fig.savefig(path, format=fmt, dpi=_SAVE_DPI)
+        titles = [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes]
+        described = " | ".join(" ".join(t.split()) for t in titles if t)
+        fig.savefig(path, format=fmt, dpi=_SAVE_DPI, metadata={"Description": described})
     return fig
 
 
@@ -118,40 +130,6 @@ def _setting(d_model: int, base: float, convention: str) -> str:
 def _index_locator() -> MaxNLocator:
     """Integer ticks at round steps (1, 2, 4, 5 or 10 times a power of ten)."""
     return MaxNLocator(nbins=10, integer=True, steps=[1, 2, 4, 5, 10], min_n_ticks=1)
-
-
-def _check_length(length: Any, minimum: int) -> int:
-    """A number of positions ``0 .. length-1``: an integer >= ``minimum``, at most 2**53 + 1."""
-    count: int = check_int("length", length, minimum=minimum)
-    check_position_magnitude("length - 1", 0, count - 1)
-    return count
-
-
-def _extent(positions: npt.NDArray[np.int64]) -> tuple[float, float]:
-    """The span of evenly spaced ``positions`` drawn as cells: half a step beyond each end."""
-    first, last = int(positions[0]), int(positions[-1])
-    half = 0.5 * (last - first) / (len(positions) - 1) if len(positions) > 1 else 0.5
-    return first - half, last + half
-
-
-def _sampled(shown: int, length: int, what: str) -> str:
-    """A title line saying that ``shown`` of ``length`` positions were drawn (else '')."""
-    if shown >= length:
-        return ""
-    return f"\n({what + ' ' if what else ''}{shown:,} evenly spaced of {length:,} positions)"
-
-
-def _convention_name(convention: Any) -> ConventionName:
-    return get_convention(convention).name
-
-
-def _require_frequencies(d_model: int, base: float, convention: str) -> None:
-    """Figures about frequencies need at least one (tensor2tensor with d_model = 1 has none)."""
-    if frequencies(d_model, base=base, convention=convention).size == 0:
-        raise ValueError(
-            f"d_model must be >= 2 under convention {convention!r} (d_model = {d_model} has no "
-            "frequencies, only a zero column)"
-        )
 
 
 # --------------------------------------------------------------------------- figures
@@ -238,8 +216,9 @@ def sinusoids(
         length: number of positions drawn (``0 .. length-1``), an integer >= 1.
         d_model: number of channels, an integer >= 1.
         channels: channel indices in ``[0, d_model)`` to draw; ``None`` (default) draws the
-            sin channel of up to five frequencies spread evenly from the fastest that makes
-            at most 20 periods over ``length`` positions to the slowest.
+            sin and the cos channel of up to three frequencies, spread evenly over those that
+            make between half a period and 8 periods in ``length`` positions (none flat,
+            none a solid block of colour).
         base: wavelength base, a finite number > 0.
         convention: a name from :data:`posenc.CONVENTIONS`.
         path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
@@ -264,7 +243,8 @@ def sinusoids(
     target = _check_path(path)
     lam = analysis.wavelengths(d_model, base=base, convention=name).wavelengths
     if picked is None:
-        picked = default_channels(length, d_model, name, lam)
+        pairs = sin_cos_channels(length, d_model, name, lam)
+        picked = [channel for pair in pairs for channel in pair] or [0]
 
     positions = even_positions(length, MAX_CURVE_POINTS)
     table = sinusoidal(positions, d_model, base=base, convention=name, dtype=np.float64)
@@ -373,17 +353,6 @@ def wavelength_plot(
     return _finish(fig, target)
 
 
-def _fitted_scale(values: npt.NDArray[np.float64]) -> tuple[str, float, float]:
-    """(colour map, vmin, vmax) fitted to the finite values: sequential from the smallest to
-    the largest when none is negative, diverging and centred at 0 otherwise."""
-    finite = values[np.isfinite(values)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if low >= 0.0:
-        return _SEQUENTIAL, low, high if high > low else low + 1.0
-    top = max(-low, high)
-    return _DIVERGING, -top, top
-
-
 def similarity_plot(
     length: int = 100,
     d_model: int = 128,
@@ -434,15 +403,7 @@ def similarity_plot(
         raise ValueError(f"metric must be 'dot' or 'cosine', got {metric!r}")
     target = _check_path(path)
 
-    if length <= MAX_DRAWN_ROWS:
-        full = analysis.similarity(length, d_model, base=base, convention=name, metric=metric)
-        shown, profile = full, full
-    else:
-        grid = even_positions(length, MAX_DRAWN_ROWS)
-        shown = analysis.similarity(grid, d_model, base=base, convention=name, metric=metric)
-        profile = analysis.similarity(
-            difference_cover(length), d_model, base=base, convention=name, metric=metric
-        )
+    shown, profile = similarity_views(length, d_model, base, name, metric)
 
     what = "dot product" if metric == "dot" else "cosine similarity"
     fig = _new_figure(12.5, 5.2, wspace=0.06)
@@ -535,16 +496,8 @@ def precision_plot(
     target = _check_path(path)
 
     grid = precision_grid(max_position)
-    errors: dict[str, list[float]] = {curve[0]: [] for curve in _PRECISION_CURVES}
-    for length in grid:
-        reports = {
-            dtype: analysis.precision_report(
-                int(length), d_model, dtype, base=base, convention=name, samples=8, seed=0
-            )
-            for dtype in ("float32", "bfloat16")
-        }
-        for label, dtype, method, _, _ in _PRECISION_CURVES:
-            errors[label].append(reports[dtype].method(method).max_error)
+    curves = [curve[:3] for curve in _PRECISION_CURVES]
+    errors = precision_errors(grid, d_model, base, name, curves)
 
     fig = _new_figure(8.5, 5.5)
     ax = fig.add_subplot()
@@ -671,12 +624,92 @@ def shift_plot(
     return _finish(fig, target)
 
 
+def rotation_plot(
+    p: int = 5,
+    k: int = 3,
+    d_model: int = 8,
+    *,
+    pair: int = 1,
+    base: float = 10000.0,
+    convention: str = "paper",
+    path: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """The shift as a rotation: one (sin, cos) pair turning on the unit circle from p to p+k.
+
+    Left: the unit circle in the plane (cos channel, sin channel) of frequency ``pair``; the
+    pair's value at position ``p`` is the point at angle ``p·ω``, at ``p + k`` the point at
+    angle ``(p+k)·ω``, and the arc between them is traced through fractional positions (dots
+    at the integer ones). Right: the 2x2 block of ``M_k`` (:func:`posenc.analysis.shift_matrix`)
+    on the pair's two channels, ``[[cos kω, sin kω], [-sin kω, cos kω]]``, and the product
+    that moves the pair from ``p`` to ``p+k``, with numbers. The block does not depend on p.
+
+    Args:
+        p: the starting position, an integer >= 0.
+        k: the shift, an integer >= 1; ``p + k`` at most 2**53.
+        d_model: number of channels, an integer >= 2.
+        pair: the frequency index (channel pair), in ``0 .. (number of pairs - 1)``.
+        base: wavelength base, a finite number > 0.
+        convention: a name from :data:`posenc.CONVENTIONS`.
+        path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save the figure.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure` (the circle axes, then the block axes).
+
+    >>> fig = rotation_plot(5, 3, 8, pair=1)
+    >>> [t.get_text() for t in fig.axes[1].texts][1]
+    '[[ 0.9553   0.2955]'
+    """
+    p, k, d_model, pair = check_rotation(p, k, d_model, pair)
+    base = check_base("base", base)
+    name = _convention_name(convention)
+    target = _check_path(path)
+    r = rotation(p, k, d_model, pair, base, name, steps=max(2, 20 * k + 1))
+    (s0, c0), (s1, c1) = r["start"], r["end"]
+
+    fig = _new_figure(10.0, 4.6, wspace=0.02)
+    circle, matrix = fig.subplots(1, 2, width_ratios=(1.0, 1.25))
+    ring = np.linspace(0.0, 2.0 * np.pi, 361)
+    circle.plot(np.cos(ring), np.sin(ring), color="tab:gray", lw=0.8, label="_unit circle")
+    circle.plot(r["path"][:, 1], r["path"][:, 0], color="tab:green", lw=2.0, label="_arc")
+    dots = r["path"][::20] if k <= 50 else r["path"][:0]  # the integer positions
+    circle.plot(dots[:, 1], dots[:, 0], ".", color="tab:green", label="_integer positions")
+    for (s, c), colour, label in (
+        ((s0, c0), "tab:blue", f"PE[{p}]"),
+        ((s1, c1), "tab:orange", f"PE[{p + k}]"),
+    ):
+        circle.plot([0.0, c], [0.0, s], color=colour, lw=1.0, label="_radius")
+        circle.plot([c], [s], "o", color=colour, markersize=7, label=label)
+    circle.set(xlim=(-1.2, 1.2), ylim=(-1.2, 1.2), aspect="equal")
+    circle.set(xlabel=f"channel {r['cos']}: cos(p·ω)", ylabel=f"channel {r['sin']}: sin(p·ω)")
+    circle.axhline(0.0, color="tab:gray", lw=0.5)
+    circle.axvline(0.0, color="tab:gray", lw=0.5)
+    circle.legend(loc="lower left", fontsize="small")
+    circle.set_title(
+        f"pair {pair}: ω = {r['omega']:.4g} rad per position; k·ω = {k * r['omega']:.4g} rad"
+    )
+
+    matrix.set_axis_off()
+    lines = rotation_lines(r, p, k)
+    for row, (text, family) in enumerate(lines):
+        matrix.text(
+            0.0,
+            0.95 - 0.12 * row,
+            text,
+            family=family,
+            fontsize=10.5,
+            transform=matrix.transAxes,
+            va="top",
+        )
+    fig.suptitle(f"Shifting by k = {k} turns each pair by k·ω\n{_setting(d_model, base, name)}")
+    return _finish(fig, target)
+
+
 _PlotFunction = Callable[..., Figure]
 
 #: Name → figure function, as used by ``posenc plot KIND``: ``"heatmap"`` (:func:`heatmap`),
 #: ``"sinusoids"`` (:func:`sinusoids`), ``"wavelengths"`` (:func:`wavelength_plot`),
 #: ``"similarity"`` (:func:`similarity_plot`), ``"precision"`` (:func:`precision_plot`) and
-#: ``"shift"`` (:func:`shift_plot`).
+#: ``"shift"`` (:func:`shift_plot`) and ``"rotation"`` (:func:`rotation_plot`).
 #: Every function takes ``base=``, ``convention=`` and ``path=`` keywords and returns a Figure.
 PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
     {
@@ -686,5 +719,6 @@ PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
         "similarity": similarity_plot,
         "precision": precision_plot,
         "shift": shift_plot,
+        "rotation": rotation_plot,
     }
 )

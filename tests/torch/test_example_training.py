@@ -203,3 +203,36 @@ def test_docstring_examples(example: ModuleType) -> None:
     failures, tried = doctest.testmod(example, verbose=False)
     assert tried > 0
     assert failures == 0
+
+
+def test_main_runs_one_thread_unless_told(
+    example: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On shared cores PyTorch's default thread count can make the run ten times slower."""
+    asked: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", asked.append)
+    argv = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()]
+    assert example.main([*argv, "--seeds=1", "--encodings", "none"]) == 0
+    assert asked == [1]
+    assert example.main([*argv, "--seeds=1", "--encodings", "none", "--threads=2"]) == 0
+    assert asked == [1, 2]
+    capsys.readouterr()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_main_reports_progress_on_stderr(
+    example: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line when each training starts and ends, and one whenever the report interval has
+    passed during training (here 0 s: every step); the table on stdout is unchanged."""
+    monkeypatch.setattr(example, "PROGRESS_SECONDS", 0.0, raising=False)
+    argv = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()]
+    assert example.main([*argv, "--seeds=1", "--encodings", "posenc", "none"]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    for name in ("posenc", "none"):
+        mine = [line for line in err if line.startswith(f"[{name}, seed 0]")]
+        assert any("training" in line for line in mine), err
+        assert any(f"step {TINY['steps']}/{TINY['steps']}" in line for line in mine), err
+        assert any("done" in line for line in mine), err
+    assert [line.split()[0] for line in captured.out.splitlines()[3:]] == ["posenc", "none"]

@@ -1,18 +1,21 @@
 """``posenc demo``: the sinusoidal encoding computed exactly, its properties checked, and figures.
 
-In a few seconds it prints a 10 x 8 table, runs the PyTorch module on a toy batch, states each
+In about ten seconds it prints a 10 x 8 table, runs the PyTorch module on a toy batch, states each
 property of the encoding and verifies it with a number (:mod:`posenc.analysis`), shows what the
 odd-exponent cosine bug of a common tutorial implementation does, and writes the figures of
 :mod:`posenc.plot` to ``--out`` (default ``./posenc-demo``). Without PyTorch or matplotlib the
 corresponding part is skipped with a note saying what to install.
 
 The folder and its figure files are checked before anything is computed: figures already there
-are replaced only with ``--force``, and each is written whole or not at all.
+are replaced only with ``--force``, and each is written whole or not at all. Every line is
+flushed as soon as it is printed, and each figure is announced before it is drawn, so a pipe or
+a log shows the progress as it happens.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +29,36 @@ from ._output import Output
 
 HELP = "a small table, a toy batch and every property of the encoding, checked; figures"
 
-#: The one d_model of every figure (and of the properties printed): the paper's base model.
+#: The d_model of the properties printed and of most figures: the paper's base model.
 D_MODEL = 512
 
-# The figures written by the demo: file stem → (plot kind, keyword arguments).
+#: The figures written by the demo, in the order the tutorial shows them: file stem → (plot
+#: kind, keyword arguments, what it shows). The heatmap has 128 channels so that each column
+#: stays wider than a pixel at the README's width; the shift figure is the tutorial's example
+#: (pair 1 of d_model = 8, moved from position 5 to 8).
 FIGURES: dict[str, tuple[str, dict[str, Any]]] = {
-    "heatmap": ("heatmap", {"length": 200, "d_model": D_MODEL}),
+    "heatmap": ("heatmap", {"length": 100, "d_model": 128}),
     "sinusoids": ("sinusoids", {"length": 200, "d_model": D_MODEL}),
     "wavelengths": ("wavelengths", {"d_model": D_MODEL}),
-    "shift": ("shift", {"max_position": 10**7, "d_model": D_MODEL}),
+    "shift": ("rotation", {"p": 5, "k": 3, "d_model": 8, "pair": 1}),
     "similarity": ("similarity", {"length": 200, "d_model": D_MODEL, "metric": "cosine"}),
+    "residual": ("shift", {"max_position": 10**7, "d_model": D_MODEL}),
     "precision": ("precision", {"max_position": 10**7, "d_model": D_MODEL}),
 }
+
+#: One line each, printed before the figure is drawn.
+_ABOUT = {
+    "heatmap": "the table as an image, 100 positions x 128 channels",
+    "sinusoids": "sine and cosine channels of three frequencies over 200 positions",
+    "wavelengths": "the wavelength of each of the 256 pairs",
+    "shift": "one pair turning on the unit circle from position 5 to 8, and its block of M_3",
+    "similarity": "cosine similarity of every two of 200 positions",
+    "residual": "how exactly PE[p+k] = M_k PE[p] holds, up to position 10^7 (a few seconds)",
+    "precision": "accuracy against position, up to 10^7",
+}
+
+#: ``print`` that flushes each line: the demo's progress shows in a pipe or a log as it happens.
+say = functools.partial(print, flush=True)
 
 
 def add_parser(sub: Any) -> None:
@@ -85,15 +106,18 @@ def _figure_outputs(folder: Path, force: bool) -> dict[str, Output]:
 
 
 def _heading(text: str) -> None:
-    print(f"\n== {text} ".ljust(78, "="))
+    say(f"\n== {text} ".ljust(78, "="))
 
 
 def _table() -> None:
     _heading("1. The table (10 positions x 8 channels)")
-    print(
-        "posenc.sinusoidal(10, 8)  # paper convention, base 10000, float64 rounded once to float32"
+    say(
+        "Row p is the position p; channels 2i and 2i+1 hold sin(p*w_i) and cos(p*w_i), with\n"
+        "w_i = 10000^(-2i/8). posenc computes every angle and value in float64, and each value\n"
+        "is rounded once (a single rounding, from float64 to the dtype asked for).\n"
+        "posenc.sinusoidal(10, 8)  # paper convention, base 10000, float32"
     )
-    print(sinusoidal(10, 8))
+    say(sinusoidal(10, 8))
 
 
 def _toy_batch() -> None:
@@ -103,19 +127,19 @@ def _toy_batch() -> None:
 
         from ..torch import SinusoidalPositionalEncoding
     except ImportError:
-        print("PyTorch is not installed: skipping the module demo (pip install torch).")
+        say("PyTorch is not installed: skipping the module demo (pip install torch).")
         return
     x = torch.arange(1, 49, dtype=torch.float32).reshape(2, 4, 6)
     module = SinusoidalPositionalEncoding(6, dropout=0.1).eval()
-    print("x = arange(1, 49).reshape(2, 4, 6), batch-first (b, s, d)")
-    print(module)
+    say("x = arange(1, 49).reshape(2, 4, 6), batch-first (b, s, d)")
+    say(module)
     with torch.no_grad():
         out = module(x)
         expected = x + module.encoding(4)
-    print("module(x) (eval mode, so no dropout):")
-    print(out.numpy())
+    say("module(x) (eval mode, so no dropout):")
+    say(out.numpy())
     same = bool(torch.equal(out, expected))
-    print(f"module(x) == x + module.encoding(4) for both sequences: {same}")
+    say(f"module(x) == x + module.encoding(4) for both sequences: {same}")
 
 
 def _properties() -> None:
@@ -123,7 +147,7 @@ def _properties() -> None:
     _heading(f"3. The properties of the encoding, checked (d_model = {d}, base 10000)")
     w = analysis.wavelengths(d)
     ratio = w.ratio if w.ratio is not None else float("nan")  # None only when d_model < 4
-    print(
+    say(
         "Wavelengths form a geometric progression from 2*pi towards "
         f"base*2*pi = {2e4 * np.pi:.0f}:\n"
         f"  {len(w.wavelengths)} pairs, from {w.shortest:.4f} to {w.longest:.1f} positions, "
@@ -131,9 +155,12 @@ def _properties() -> None:
         f"  (largest deviation from that ratio: {np.max(np.abs(w.ratios / ratio - 1)):.1e})"
     )
 
-    print(
-        "PE[p+k] is a fixed linear map (rotation) M_k of PE[p]: max |PE[p+k] - M_k PE[p]| over "
-        "1024 positions from p0:"
+    say(
+        "Shifting by k positions turns each (sin, cos) pair by the angle k*w_i, whatever p is.\n"
+        "M_k, the matrix of those 2x2 rotations, one per pair, maps every row to the row k\n"
+        "positions later: PE[p+k] = M_k PE[p]. The residual, max |PE[p+k] - M_k PE[p]| over\n"
+        "1024 positions from p0, is rounding in the table. The float32 recipe is the usual code,\n"
+        "which computes the angles in float32 (the PyTorch tutorial's):"
     )
     for start in (0, 10**6):
         positions = np.arange(start, start + 1024)
@@ -143,31 +170,32 @@ def _properties() -> None:
             "float32 recipe": analysis.float32_recipe(positions, d),
         }
         for k in (1, 100):
-            print(
+            say(
                 f"  p0 = {start:>9,}, k = {k:>3}: "
                 + ", ".join(f"{analysis.check_shift(t, k):.1e} ({n})" for n, t in tables.items())
             )
 
     sim = analysis.similarity(200, d, metric="cosine")
     at = {k: float(sim.profile[k]) for k in (0, 1, 2, 5, 10, 50, 100)}
-    print("Nearby positions look alike: cosine similarity of PE[p] and PE[p+k]:")
-    print("  " + "   ".join(f"k={k}: {v:.3f}" for k, v in at.items()))
+    say("Nearby positions look alike: cosine similarity of PE[p] and PE[p+k]:")
+    say("  " + "   ".join(f"k={k}: {v:.3f}" for k, v in at.items()))
 
-    print("Distinct positions: how many positions keep distinct rows once rounded to a dtype:")
+    say("Distinct positions: how many positions keep distinct rows once rounded to a dtype:")
     for dim, length in ((512, 10**4), (4, 10**5), (2, 10**5)):
         counts = [
             analysis.distinct_rows(length, dt, d_model=dim)
             for dt in ("float32", "bfloat16", "float16")
         ]
-        print(
+        say(
             f"  d_model = {dim:>3}, positions 0 .. {length - 1:,}: "
             + ", ".join(f"{c.dtype} {c.distinct:,}" for c in counts)
         )
 
     report = analysis.precision_report(10**6, d)
     errors = {m.name: m.max_error for m in report.methods}
-    print(
-        "Accuracy below position 1,000,000 (max |table - exact|, float32): "
+    say(
+        "Accuracy below position 1,000,000 (max |table - exact|, float32; one unit in the last "
+        "place (ulp) of float32 is 6e-8 just below 1): "
         + ", ".join(f"{name} {err:.1e}" for name, err in errors.items())
     )
 
@@ -177,7 +205,7 @@ def _odd_exponent_bug() -> None:
     buggy = analysis.odd_exponent_table(10, 8, dtype=np.float64)
     correct = sinusoidal(10, 8, dtype=np.float64)
     worst = float(np.max(np.abs(buggy - correct)))
-    print(
+    say(
         "A common tutorial implementation computes its cosine with odd exponents "
         "10000^((2i+1)/d):\n"
         f"its 10 x 8 table is off by up to {worst:.3f} (its sine columns are right), and PE[p+1]\n"
@@ -186,7 +214,7 @@ def _odd_exponent_bug() -> None:
         f"{analysis.check_shift(correct, 1):.0e})."
     )
     found = analysis.identify(analysis.odd_exponent_table(64, 8))
-    print(f"posenc.analysis.identify on its table: {describe(found)}")
+    say(f"posenc.analysis.identify on its table: {describe(found)}")
 
 
 def _figures(folder: Path, outputs: dict[str, Output]) -> None:
@@ -194,10 +222,11 @@ def _figures(folder: Path, outputs: dict[str, Output]) -> None:
     try:
         from .. import plot
     except ImportError as exc:
-        print(f"{exc}: skipping the figures.")
+        say(f"{exc}: skipping the figures.")
         return
-    print(f"written to {folder}/ (choose the folder with --out DIR):")
-    for stem, (kind, kwargs) in FIGURES.items():
+    say(f"{len(FIGURES)} figures, written to {folder}/ (choose the folder with --out DIR):")
+    for n, (stem, (kind, kwargs)) in enumerate(FIGURES.items(), 1):
+        say(f"  [{n}/{len(FIGURES)}] {stem}.png: {_ABOUT[stem]} ...")
         with outputs[stem].writing() as temp:
             plot.PLOTS[kind](**kwargs, path=temp)
-        print(f"  {outputs[stem].path}")
+        say(f"        wrote {outputs[stem].path}")

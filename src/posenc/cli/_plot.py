@@ -1,6 +1,6 @@
 """``posenc plot KIND``: draw one of the figures of :mod:`posenc.plot` to a PNG or SVG file.
 
-Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift (see
+Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift, rotation (see
 ``posenc.plot.PLOTS``).
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
 Long ranges are drawn from evenly spaced positions (at most 2048 rows of a heatmap or of a
@@ -21,9 +21,9 @@ from typing import Any
 from ._common import add_encoding_options, add_force_option, add_subcommand
 from ._output import Output
 
-HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision, shift) to PNG/SVG"
+HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision, shift...) to PNG/SVG"
 
-KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision", "shift")
+KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision", "shift", "rotation")
 
 # Command-line option → keyword argument of the plot functions.
 _OPTIONAL = {
@@ -32,6 +32,9 @@ _OPTIONAL = {
     "channels": "channels",
     "metric": "metric",
     "shifts": "shifts",
+    "position": "p",
+    "shift": "k",
+    "pair": "pair",
 }
 
 
@@ -52,6 +55,9 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--shifts", metavar="LIST", help="comma-separated shifts k, e.g. 1,10,100 (shift plot)"
     )
+    parser.add_argument("--position", type=int, metavar="P", help="start position (rotation plot)")
+    parser.add_argument("--shift", type=int, metavar="K", help="shift k (rotation plot)")
+    parser.add_argument("--pair", type=int, metavar="I", help="frequency index (rotation plot)")
     parser.add_argument(
         "--out",
         type=Path,

@@ -13,7 +13,7 @@ from .._conventions import CONVENTIONS
 from .._features import feature_slices, sin_cos_pairs
 from .._sinusoidal import sinusoidal
 from ..analysis._precision import precision_report
-from ..analysis._properties import check_shift, distinct_rows, shift_matrix, similarity, wavelengths
+from ..analysis._properties import check_shift, distinct_rows, similarity, wavelengths
 from ..analysis._recipes import float32_recipe, odd_exponent_table
 from . import _charts as ch
 from . import _controls as c
@@ -164,24 +164,21 @@ def similarity_panel(v: dict[str, Any]) -> dict[str, Any]:
 
 def shift_panel(v: dict[str, Any]) -> dict[str, Any]:
     p, k, d, i = v["p"], v["k"], v["d_model"], v["pair"]
+    r = fd.rotation(p, k, d, i, v["base"], v["convention"], steps=60)
+    s_ch, c_ch, rows, m = r["sin"], r["cos"], r["rows"], r["matrix"]
     pairs = sin_cos_pairs(feature_slices(d, v["convention"]), d)
-    if not 0 <= i < pairs.sin.size:
-        raise ValueError(f"pair must lie in 0 .. {pairs.sin.size - 1} for d_model {d}, got {i}")
-    s_ch, c_ch = int(pairs.sin[i]), int(pairs.cos[i])
-    rows = sinusoidal([p, p + k], d, **_conv(v), dtype=np.float64)
-    m = shift_matrix(k, d, **_conv(v), unpaired="drop")
     moved = m @ rows[0]
-    walk = sinusoidal(np.linspace(p, p + k, 60), d, **_conv(v), dtype=np.float64)
+    walk = r["path"]
     ring = np.linspace(0, 2 * math.pi, 121)
     curves = [
         ch.series("unit circle", np.cos(ring), np.sin(ring), colour=6),
-        ch.series(f"positions {p} .. {p + k}", walk[:, c_ch], walk[:, s_ch], colour=2),
+        ch.series(f"positions {p} .. {p + k}", walk[:, 1], walk[:, 0], colour=2),
         ch.series(f"PE[{p}]", [rows[0, c_ch]], [rows[0, s_ch]], mode="points", colour=0),
         ch.series(f"PE[{p + k}]", [rows[1, c_ch]], [rows[1, s_ch]], mode="points", colour=1),
     ]
     chart = ch.lines(ch.axis("cos channel", -1.1, 1.1), ch.axis("sin channel", -1.1, 1.1), curves)
     chart["square"] = True
-    block = m[np.ix_([s_ch, c_ch], [s_ch, c_ch])]
+    block = r["block"]
     error = float(np.max(np.abs(moved - rows[1])))
     shown = [int(x) for x in pairs.sin[:4]]
     blocks = [
@@ -190,8 +187,8 @@ def shift_panel(v: dict[str, Any]) -> dict[str, Any]:
     ]
     return result(
         f"Shifting by k = {k} turns the point (cos, sin) of pair {i} by the angle k·ω = "
-        f"{k}·ω_{i} on the unit circle: PE[p+k] = M_k·PE[p], where M_k is a matrix of 2×2 "
-        "rotation blocks, the same for every p.",
+        f"{k}·ω_{i} on the unit circle. M_k, the matrix of these 2×2 rotation blocks (one per "
+        "pair, the same for every p), maps PE[p] to PE[p+k].",
         [
             ("block", f"block {i} of M_k", ", ".join(f"{x:.6f}" for x in block.ravel())),
             ("moved", f"(M_k·PE[p])[{s_ch}]", N(moved[s_ch])),
@@ -237,9 +234,10 @@ def precision_panel(v: dict[str, Any]) -> dict[str, Any]:
     ]
     by_name = {m.name: m.max_error for m in report.methods}
     return result(
-        "The float32 recipe (angles computed in float32) loses digits as positions grow; posenc "
-        "computes angles in float64 and rounds once, so its error stays below one unit in the "
-        "last place (ulp) of float32.",
+        "The float32 recipe (the usual code, which computes the angles in float32) loses digits "
+        "as positions grow; posenc computes the angles in float64 and rounds each value once "
+        "(a single rounding, to the dtype asked for), so its error stays below one unit in the "
+        "last place (ulp) of that dtype.",
         [
             (f"method_{i}", f"{m.name}, max error", N(m.max_error))
             for i, m in enumerate(report.methods)
@@ -272,7 +270,8 @@ def bug_panel(v: dict[str, Any]) -> dict[str, Any]:
     )
     return result(
         "With the bug, a cosine channel no longer shares its sine's frequency: the pair stops "
-        "being a point on a circle, and no matrix M_k moves PE[p] to PE[p+1].",
+        "being a point on a circle, and no rotation matrix moves PE[p] to PE[p+1] (the shift "
+        "residual, the largest |PE[p+1] - M_1·PE[p]|, is far from 0).",
         [
             ("good", "shift residual of the correct table", N(residual_good)),
             ("bad", "shift residual with the bug", N(residual_bad)),
@@ -310,8 +309,9 @@ PANELS = (
           (Control("p", "p (position)", "int", 3, 0, 10**7, step=1),
            Control("k", "k (shift)", "int", 5, 0, 10**6, step=1),
            c.d_model(16), c.base(), CONVENTION, _pair(1)), shift_panel),
-    Panel("precision", "float32 recipe against exact", "The recipe's error grows with the "
-          "position; posenc's stays at the rounding of float32.",
+    Panel("precision", "Precision at long positions", "The usual code computes the angles in "
+          "float32 and its error grows with the position; posenc's stays at one rounding of "
+          "float32.",
           (Control("max_position", "largest position", "int", 100_000, 10, 10**8, step=1),
            c.d_model(64), c.base(), _dtype()), precision_panel),
     Panel("bug", "The odd-exponent cosine bug", "Compare the buggy cosine channel with the "
