@@ -16,6 +16,7 @@ import pytest
 
 import posenc
 from posenc import analysis
+from posenc._figure_data import sin_cos_channels
 from posenc.explore import PANELS, ExplorerServer
 
 from . import chromium
@@ -150,9 +151,10 @@ def _expected(panel: str) -> tuple[str, float]:
     """The key of one displayed number and its value from a direct posenc call at BASE."""
     if panel == "heatmap":
         return "last", float(posenc.sinusoidal(100, 64, base=BASE)[99, 63])
-    if panel == "channels":
+    if panel == "channels":  # the first channel the panel picks by default (length 200)
         lam = analysis.wavelengths(64, base=BASE).wavelengths
-        return "wavelength_63", float(lam[31])
+        sine, _ = sin_cos_channels(200, 64, "paper", lam)[0]
+        return f"wavelength_{sine}", float(lam[sine // 2])
     if panel == "wavelengths":
         return "longest", analysis.wavelengths(64, base=BASE).longest
     if panel == "similarity":

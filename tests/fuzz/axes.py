@@ -32,11 +32,11 @@ from .checks import exact
 from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose
 from .reference import EPS, Channel, compare, exact_omega, exact_rows, sample_rows
 from .values import (
-    BASES,
     FLOAT_DTYPES,
     INF,
     INT_DTYPES,
     NAN,
+    ROPE_BASES,
     _float_array,
     _int_array,
     name,
@@ -283,7 +283,7 @@ def axis_request(a: Args, data: st.DataObject, n_max: int = 6) -> dict[str, Any]
         each = st.lists(reals(0.5, 1e6, (100.0, 10000.0)), min_size=n_axes, max_size=n_axes)
         bases = a.draw("base", choose(each, st.sampled_from(bad)))
     else:
-        base = a.draw("base", BASES, optional=True)
+        base = a.draw("base", ROPE_BASES, optional=True)
         bases = [10000.0 if base is None else base] * n_axes
         if a.kinds.get("base") == HOSTILE or (per_axis and isinstance(base, list)):
             bases = [10000.0] * n_axes

@@ -39,6 +39,7 @@ from .values import (
     CONVENTIONS,
     HUGE,
     NUMPY_DTYPES,
+    ROPE_BASES,
     WRONG_TYPES,
     count,
     finite,
@@ -110,7 +111,7 @@ def test_frequencies(data: st.DataObject) -> None:
 def rope_arguments(a: Args, data: st.DataObject) -> dict:
     """head_dim, base, rotary_dim, scaling (jointly valid when drawn valid)."""
     head_dim = a.draw("head_dim", count(2, 32, huge="doubtful"))  # huge: fine with rotary_dim
-    base = a.draw("base", BASES, optional=True)
+    base = a.draw("base", ROPE_BASES, optional=True)
     h = int(head_dim) if a.kinds["head_dim"] == VALID else 8
     rotary_dim = a.draw(
         "rotary_dim",
@@ -179,7 +180,7 @@ def test_rope_frequencies(data: st.DataObject) -> None:
             st.sampled_from([1, 3, 0, -2, *WRONG_TYPES, 4.0, *HUGE]),
         ),
     )
-    base = a.draw("base", BASES, optional=True)
+    base = a.draw("base", ROPE_BASES, optional=True)
     r = int(dim) if a.kinds["dim"] == VALID else 8
     b = float(base) if base is not None and a.kinds["base"] != HOSTILE else 10000.0
     scaling = a.draw("scaling", scalings(r, b), optional=True)

@@ -20,7 +20,7 @@ from .frontends import expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, hostile_tensors  # noqa: E402
-from .values import BASES, HUGE, count, flag, integers, scalings  # noqa: E402
+from .values import BASES, HUGE, ROPE_BASES, count, flag, integers, scalings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -179,7 +179,7 @@ def test_llama_rotary(data: st.DataObject) -> None:
     a = Args(data)
     h = data.draw(st.integers(1, 8).map(lambda k: 2 * k), label="head_dim value")
     a.draw("head_dim", choose(st.just(h), st.sampled_from([1, 0, "8", None, 7, *HUGE[:2]])))
-    base = a.draw("base", BASES, optional=True)
+    base = a.draw("base", ROPE_BASES, optional=True)
     b_ = float(base) if base is not None and a.kinds["base"] == "valid" else 10000.0
     scaling = a.draw("scaling", scalings(h, b_), optional=True)
     if isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic" and h < 4:

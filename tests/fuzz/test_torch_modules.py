@@ -33,7 +33,18 @@ from .reference import (  # noqa: E402
 )
 from .test_core import GRID_D, SCALING_NAMES, near_pole  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, float_tensors, hostile_tensors  # noqa: E402
-from .values import BASES, CONVENTIONS, HUGE, WRONG_TYPES, count, finite, flag, name, scalings  # noqa: E402
+from .values import (  # noqa: E402
+    BASES,
+    CONVENTIONS,
+    HUGE,
+    ROPE_BASES,
+    WRONG_TYPES,
+    count,
+    finite,
+    flag,
+    name,
+    scalings,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -255,7 +266,7 @@ def test_rotary_embedding(data: st.DataObject) -> None:
             st.sampled_from([1, 0, "8", None, 8.0, *HUGE[:2]]),
         ),
     )
-    base = a.draw("base", BASES, optional=True)
+    base = a.draw("base", ROPE_BASES, optional=True)
     if base is None and "base" in a.kwargs:
         a.kinds["base"] = VALID  # None means 10000.0 (or no base with frequencies=)
     pairs = a.draw("pairs", name(PAIRS), optional=True)

@@ -100,6 +100,15 @@ BASES = positive(
     0.5, 1e6, extra=(10000.0, 10000, 500000.0, 2.0, 1.0, 100.0), extreme=(1e-300, 5e-324, 1e308)
 )
 
+#: A RoPE base: ``None`` is the default there (a scaling dict's ``rope_theta``, else 10000).
+ROPE_BASES = choose(
+    reals(0.5, 1e6, (10000.0, 10000, 500000.0, 2.0, 1.0, 100.0)) | st.just(None),
+    st.sampled_from(
+        [*(v for v in WRONG_TYPES if v is not None), NAN, INF, -INF, 0, 0.0, -1.0, *OVERFLOWING]
+    ),
+    st.sampled_from((1e-300, 5e-324, 1e308)),
+)
+
 
 def flag() -> st.SearchStrategy[Drawn]:
     """True or False (np.bool_ too)."""
@@ -390,7 +399,11 @@ HOSTILE_SCALINGS = [
         "original_max_position_embeddings": 64,
         "factor": 2.0,
     },
-    {"rope_type": "linear", "factor": 2.0, "rope_theta": 12345.5},
+    {
+        "rope_type": "linear",
+        "factor": 2.0,
+        "rope_theta": -1.0,
+    },  # (a conflict with base: tests/test_config_values.py)
     {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 1.5},
     {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.0},
 ]

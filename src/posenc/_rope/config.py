@@ -178,13 +178,14 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
             f"{where} has no RoPE settings: none of {', '.join(_ROPE_KEYS)} (nor a text_config "
             "with them); is it a rotary model?"
         )
-    d = _as_dict(config)
-    values.check_all(d, where)
+    d = values.check_all(_as_dict(config), where)
     return d, where, towers
 
 
 def _int(where: str, name: str, value: Any) -> int:
-    return values.integer(where, name, value)
+    """A key of ``TOP_KEYS``, already checked by ``check_all`` (``where`` and ``name`` say
+    which, for the reader)."""
+    return int(value)
 
 
 def _head_dim(d: dict[str, Any], where: str) -> int:
@@ -214,7 +215,7 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
 
 def _layer_count(d: dict[str, Any], where: str) -> int | None:
     """``num_hidden_layers``: None when the config does not say, else an int in range."""
-    count: int | None = values.value(d, where, "num_hidden_layers")
+    count: int | None = d.get("num_hidden_layers")  # checked by check_all
     return count
 
 
@@ -226,17 +227,17 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     if layers is None:
         return None
     if d.get("rope_local_base_freq") is not None:  # Gemma 3 (4.x): every 6th layer global
-        n = values.value(d, where, "sliding_window_pattern") or 6
+        n = d.get("sliding_window_pattern") or 6  # checked by check_all
         return tuple("sliding_attention" if (i + 1) % n else FLAT for i in range(layers))
     if d.get("local_rope_theta") is not None:  # ModernBERT (4.x): every 3rd layer global
-        n = values.value(d, where, "global_attn_every_n_layers") or 3
+        n = d.get("global_attn_every_n_layers") or 3
         return tuple("sliding_attention" if i % n else FLAT for i in range(layers))
     return None
 
 
 def _no_rope_layers(d: dict[str, Any], where: str, count: int | None) -> frozenset[int]:
     flags: Any = d.get("no_rope_layers")
-    interval = values.value(d, where, "no_rope_layer_interval")
+    interval = d.get("no_rope_layer_interval")  # checked by check_all
     if flags is None and interval is not None and count is not None:
         flags = [int((i + 1) % interval != 0) for i in range(count)]
     if flags is None:

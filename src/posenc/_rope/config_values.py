@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .._checks import MAX_EXACT_POSITION, _show, as_float, is_integer
+from .._checks import MAX_EXACT_POSITION, _show, as_float
 
 __all__ = [
     "MAX_CHANNELS",
@@ -54,7 +54,9 @@ def integer(
 ) -> int:
     """An integer in ``[minimum, maximum]`` (not a bool, a float or a string)."""
     allowed = f"an integer in [{minimum}, {maximum}]"
-    if not is_integer(value):
+    # JSON and config objects hold Python ints (NumPy's integers register as Integral too;
+    # NumPy's bool does not): the test stays here, read once per key
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(
             f"{_name(where, name)} must be {allowed}, got {_show(value)} ({type(value).__name__})"
         )
@@ -235,10 +237,16 @@ def value(d: Mapping[str, Any], where: str, name: str) -> Any:
     return None if found is None else TOP_KEYS[name](where, name, found)
 
 
-def check_all(d: Mapping[str, Any], where: str) -> None:
-    """Check every key of :data:`TOP_KEYS` that ``d`` gives (before anything reads them)."""
+def check_all(d: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Check every key of :data:`TOP_KEYS` that ``d`` gives, before anything reads them: a
+    copy of ``d`` holding each such value in its checked form (ints as ``int``, sections as a
+    tuple), so that readers take them as they are."""
+    checked = dict(d)
     for name in TOP_KEYS:
-        value(d, where, name)
+        found = value(d, where, name)
+        if found is not None:
+            checked[name] = found
+    return checked
 
 
 def is_number(value: Any) -> bool:
