@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import as_float, check_float_dtype, check_sequence
-from .positions import as_positions, bfloat16_round, check_count
+from .positions import as_positions, bfloat16_round, cast_bias, check_count, check_pairs
 
 __all__ = ["ALIBI_FORMS", "AlibiConvention", "AlibiForm", "alibi_bias", "alibi_slopes"]
 
@@ -54,12 +54,16 @@ ALIBI_FORMS = ("distance", "relative", "key")
 _CONVENTIONS = ("exact", "bloom", "mpt", "falcon")
 
 
-def _exponents(heads: int) -> list[tuple[int, int]]:
-    """The exponent of each head as a fraction ``(k, n)``: slope ``2^(−max_bias·k/n)``."""
+def _exponents(heads: int) -> npt.NDArray[np.float64]:
+    """The exponent of each head as a fraction ``(k, n)``, one row per head: slope
+    ``2^(−max_bias·k/n)``."""
+    check_pairs("heads", (heads, 2), copies=3)
     lower = 1 << (heads.bit_length() - 1)  # the largest power of two <= heads
-    found = [(k, lower) for k in range(1, lower + 1)]
-    found += [(2 * j - 1, 2 * lower) for j in range(1, heads - lower + 1)]
-    return found
+    first = np.arange(1, lower + 1, dtype=np.float64)
+    odd = np.arange(1, 2 * (heads - lower), 2, dtype=np.float64)
+    numerators = np.concatenate([first, odd])
+    denominators = np.where(np.arange(heads) < lower, float(lower), 2.0 * lower)
+    return np.stack([numerators, denominators], axis=1)
 
 
 def _check_shard(shard: Any, heads: int) -> tuple[int, int]:
@@ -123,7 +127,7 @@ def alibi_slopes(
     bias_max = _check_max_bias(max_bias)
     if bias_max != 8.0 and mode in ("bloom", "falcon"):
         raise ValueError(f"max_bias must be 8 under convention={mode!r}, got {max_bias!r}")
-    fractions = np.array(_exponents(heads), dtype=np.float64)
+    fractions = _exponents(heads)
     if mode == "mpt":
         slopes: npt.NDArray[Any] = _mpt_slopes(fractions, bias_max)
     elif mode == "exact":
@@ -190,13 +194,14 @@ def alibi_bias(
     slopes = alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=convention)
     query = as_positions("query_positions", query_positions)
     key = as_positions("key_positions", key_positions)
+    check_pairs("heads, query_positions and key_positions", (slopes.size, query.size, key.size))
     if form == "key":
         factor = np.broadcast_to(key[None, :], (query.size, key.size))
     elif form == "relative":
         factor = key[None, :] - query[:, None]
     else:
         factor = -np.abs(key[None, :] - query[:, None])
-    return _scaled(slopes, factor, convention).astype(out_dtype)
+    return cast_bias(_scaled(slopes, factor, convention), out_dtype)
 
 
 def _scaled(

@@ -50,6 +50,8 @@ BucketConvention = Literal["exact", "transformers"]
 def _relative(value: Any) -> npt.NDArray[np.int64]:
     """Integer relative positions of any shape, within +-2**54 (differences of positions)."""
     array = np.asarray(value)
+    if array.size == 0 and array.dtype.kind == "f":  # [] holds no positions, of no dtype
+        return np.zeros(array.shape, dtype=np.int64)
     if array.dtype.kind == "b" or array.dtype.kind not in "iu":
         raise TypeError(
             f"relative_positions must be integers (see posenc.relative_positions), got dtype "
@@ -141,7 +143,7 @@ def t5_buckets(
     else:
         log_bin = _t5_float32(large, exact, far, side - exact)
     far_bucket = np.minimum(exact + log_bin, side - 1)
-    return (offset + np.where(distance < exact, distance, far_bucket)).astype(np.int64)
+    return np.asarray(offset + np.where(distance < exact, distance, far_bucket), dtype=np.int64)
 
 
 def _t5_float32(

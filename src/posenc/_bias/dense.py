@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from .._checks import check_float_dtype
 from .buckets import BucketConvention, t5_buckets
-from .positions import check_parameter, relative_positions
+from .positions import cast_bias, check_pairs, check_parameter, relative_positions
 
 __all__ = ["t5_bias"]
 
@@ -61,11 +61,13 @@ def t5_bias(
         )
     weights = np.stack([check_parameter("table", column) for column in values.T], axis=1)
     out_dtype = check_float_dtype("dtype", dtype)
+    relative = relative_positions(query_positions, key_positions)
+    check_pairs("table, query_positions and key_positions", (weights.shape[1], *relative.shape))
     buckets = t5_buckets(
-        relative_positions(query_positions, key_positions),
+        relative,
         bidirectional=bidirectional,
         num_buckets=num_buckets,
         max_distance=max_distance,
         convention=convention,
     )
-    return np.moveaxis(weights[buckets], -1, 0).astype(out_dtype)
+    return cast_bias(np.moveaxis(weights[buckets], -1, 0), out_dtype)

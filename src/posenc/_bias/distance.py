@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import check_base, check_float_dtype, check_int, check_real
-from .positions import as_positions, check_count, check_parameter
+from .positions import as_positions, cast_bias, check_count, check_pairs, check_parameter
 
 __all__ = ["KerpleKind", "fire_distance", "kerple_bias", "sandwich_bias"]
 
@@ -44,6 +44,7 @@ def _distance(query_positions: Any, key_positions: Any) -> npt.NDArray[np.float6
     to one rounding of the largest, far beyond any bias' resolution)."""
     query = as_positions("query_positions", query_positions)
     key = as_positions("key_positions", key_positions)
+    check_pairs("query_positions and key_positions", (query.size, key.size))
     gap: npt.NDArray[np.float64] = np.abs(key[None, :] - query[:, None]).astype(np.float64)
     return gap
 
@@ -79,11 +80,11 @@ def kerple_bias(
     if kind == "power" and np.any(rate > 2):
         raise ValueError(f"r2 must be in (0, 2] for kind='power', got {float(rate.max())!r}")
     distance = _distance(query_positions, key_positions)[None]
+    check_pairs("r1, query_positions and key_positions", (scale.size, *distance.shape[1:]))
     scale = np.atleast_1d(scale)[:, None, None]
     rate = np.atleast_1d(rate)[:, None, None]
     bias = -scale * (np.log1p(rate * distance) if kind == "log" else distance**rate)
-    result: npt.NDArray[Any] = (bias + 0.0).astype(out_dtype)  # + 0.0: no negative zeros
-    return result
+    return cast_bias(bias, out_dtype)
 
 
 def fire_distance(
@@ -108,6 +109,7 @@ def fire_distance(
     key = as_positions("key_positions", key_positions)
     if query.size and int(query.min()) < 0:
         raise ValueError(f"query_positions must be >= 0 for FIRE, got {int(query.min())}")
+    check_pairs("query_positions and key_positions", (query.size, key.size))
     causal = np.maximum(query[:, None] - key[None, :], 0).astype(np.float64)
     norm = np.log1p(scale * np.maximum(query.astype(np.float64), floor))
     result: npt.NDArray[np.float64] = np.log1p(scale * causal) / norm[:, None]
@@ -138,12 +140,17 @@ def sandwich_bias(
     """
     count = check_count("heads", heads)
     width = check_int("dim", dim, minimum=2)
+    if width % 2:
+        raise ValueError(f"dim must be even (dim // 2 cosines), got {width}")
+    check_pairs("dim", (width // 2,), copies=2)
     wavelength = check_base("base", base)
     out_dtype = check_float_dtype("dtype", dtype)
     check_real("base", wavelength)
     omega = wavelength ** (-2.0 * np.arange(width // 2) / width)
     distance = _distance(query_positions, key_positions)
+    check_pairs("query_positions, key_positions and dim", (*distance.shape, width // 2), 2)
+    check_pairs("heads, query_positions and key_positions", (count, *distance.shape))
     total = np.cos(distance[..., None] * omega).sum(axis=-1)
     ratio = count / (8.0 * np.arange(1, count + 1, dtype=np.float64))
-    result: npt.NDArray[Any] = (ratio[:, None, None] * total[None]).astype(out_dtype)
+    result = cast_bias(ratio[:, None, None] * total[None], out_dtype)
     return result

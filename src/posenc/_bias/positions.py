@@ -23,9 +23,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import _show, as_length, check_int, check_position_magnitude, check_positions
+from .._checks import (
+    _show,
+    as_float,
+    as_length,
+    check_allocation,
+    check_int,
+    check_position_magnitude,
+    check_positions,
+)
 
-__all__ = ["as_positions", "bfloat16_round", "check_count", "check_parameter", "relative_positions"]
+__all__ = [
+    "as_positions",
+    "bfloat16_round",
+    "cast_bias",
+    "check_count",
+    "check_fits",
+    "check_offset",
+    "check_pairs",
+    "check_parameter",
+    "relative_positions",
+]
 
 
 def as_positions(name: str, value: Any) -> npt.NDArray[np.int64]:
@@ -42,6 +60,7 @@ def as_positions(name: str, value: Any) -> npt.NDArray[np.int64]:
     """
     length = as_length(name, value)
     if length is not None:
+        check_allocation(name, (length,), 8)
         return np.arange(length, dtype=np.int64)
     array = check_positions(name, value)
     if array.dtype.kind == "f":
@@ -75,7 +94,15 @@ def relative_positions(query_positions: Any, key_positions: Any) -> npt.NDArray[
     """
     query = as_positions("query_positions", query_positions)
     key = as_positions("key_positions", key_positions)
+    check_pairs("query_positions and key_positions", (query.size, key.size), copies=2)
     return key[None, :] - query[:, None]
+
+
+def check_pairs(names: str, shape: tuple[int, ...], copies: int = 3) -> None:
+    """Refuse, before allocating, a result of ``shape`` (float64 or int64, ``copies`` arrays
+    of it at once) that does not fit in memory: a :class:`~posenc.TooLargeError` naming
+    ``names``, the arguments that decide the size."""
+    check_allocation(names, shape, 8, copies)
 
 
 def check_count(name: str, value: Any, minimum: int = 1) -> int:
@@ -86,7 +113,23 @@ def check_count(name: str, value: Any, minimum: int = 1) -> int:
     ...
     ValueError: heads must be an integer >= 1, got 0
     """
-    return check_int(name, value, minimum=minimum)
+    count = check_int(name, value, minimum=minimum)
+    check_allocation(name, (count,), 8)  # one float64 per head, bucket, ...: it must fit
+    return count
+
+
+def check_offset(name: str, value: Any) -> int:
+    """An offset added to positions (``query_offset``, ``key_offset``): an integer within
+    +-2**53, where float64 and every position check hold it exactly.
+
+    >>> check_offset("query_offset", 2**60)
+    Traceback (most recent call last):
+    ...
+    ValueError: query_offset must lie within +-2**53 (float64 holds them exactly), got ...
+    """
+    offset = check_int(name, value)
+    check_position_magnitude(name, offset, offset)
+    return offset
 
 
 def check_parameter(
@@ -102,13 +145,19 @@ def check_parameter(
     ValueError: r1 must be finite, got nan among its values
     """
     try:
-        array = np.asarray(value, dtype=np.float64)
+        given = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"{name} must be a real number or an array of them, got {_show(value)}"
         ) from exc
-    if np.asarray(value).dtype.kind == "b":
+    if given.dtype.kind == "b":
         raise TypeError(f"{name} must be real numbers, got booleans")
+    if given.dtype.kind == "O":  # Python numbers beyond NumPy's types: Fraction, 10**400
+        items = [as_float(name, item, "real numbers") for item in given.reshape(-1)]
+        given = np.array(items, dtype=np.float64).reshape(given.shape)
+    if given.dtype.kind not in "iuf":  # strings, bytes, complex numbers
+        raise TypeError(f"{name} must be real numbers, got {_show(value)}")
+    array = given.astype(np.float64)
     if array.ndim > 1 or (heads is not None and array.ndim == 1 and array.shape[0] != heads):
         want = f"a number or shape ({heads},)" if heads is not None else "a number or 1-D"
         raise ValueError(f"{name} must be {want}, got shape {array.shape}")
@@ -131,3 +180,34 @@ def bfloat16_round(values: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
     bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return rounded.astype(np.uint32).view(np.float32)
+
+
+_WIDER = {"float16": "float32", "bfloat16": "float32"}
+
+
+def check_fits(values: npt.NDArray[Any], largest: float, dtype_name: str) -> None:
+    """Refuse a bias whose magnitude exceeds ``largest``, the output dtype's largest finite
+    number: the cast would give infinities (a silent mask), never a bias.
+
+    >>> check_fits(np.array([-1e5, 2.0]), 65504.0, "float16")
+    Traceback (most recent call last):
+    ...
+    ValueError: dtype=float16 cannot hold this bias: its values reach 100000 in magnitude, ...
+    """
+    if values.size == 0:
+        return
+    peak = float(np.max(np.abs(values)))
+    if peak > largest:
+        raise ValueError(
+            f"dtype={dtype_name} cannot hold this bias: its values reach {peak:.6g} in "
+            f"magnitude, beyond {dtype_name}'s largest finite number {largest:.6g}; pass "
+            f"dtype={_WIDER.get(dtype_name, 'float64')}"
+        )
+
+
+def cast_bias(values: npt.NDArray[Any], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """``values`` (finite float64 or float32) cast to ``dtype``, refused by name when they do
+    not fit (see :func:`check_fits`); ``+ 0.0`` turns negative zeros into zeros."""
+    check_fits(values, float(np.finfo(dtype).max), dtype.name)
+    result: npt.NDArray[Any] = (values + 0.0).astype(dtype)
+    return result

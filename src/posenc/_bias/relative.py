@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_int, check_length
+from .._checks import check_allocation, check_int, check_length
 from .._sinusoidal import sinusoidal
 
 __all__ = ["relative_sinusoid_table"]
@@ -51,5 +51,6 @@ def relative_sinusoid_table(
     """
     size = check_length("length", length)
     check_int("length", size, minimum=1)
+    check_allocation("length and d_model", (2 * size - 1, max(check_int("d_model", d_model), 1)), 8)
     positions = np.arange(size - 1, -size, -1, dtype=np.int64)
     return sinusoidal(positions, d_model, base=base, convention="paper", dtype=dtype)

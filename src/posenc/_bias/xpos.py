@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_int, check_positions, check_real
+from .._checks import check_allocation, check_int, check_positions, check_real
 from .positions import check_parameter
 
 __all__ = ["xpos_scales"]
@@ -59,8 +59,11 @@ def xpos_scales(
     if pairs not in ("interleaved", "half"):
         raise ValueError(f"pairs must be 'interleaved' or 'half', got {pairs!r}")
     if isinstance(positions, int | np.integer) and not isinstance(positions, bool):
-        positions = np.arange(check_int("positions", positions, minimum=0))
+        length = check_int("positions", positions, minimum=0)
+        check_allocation("positions and head_dim", (length, dim), 8, 3)
+        positions = np.arange(length)
     where = check_positions("positions", positions).astype(np.float64)
+    check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
     zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
     scales = zeta ** (where[..., None] / base)
     if pairs == "interleaved":

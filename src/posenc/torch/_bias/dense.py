@@ -26,7 +26,7 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, check_count
+from ..._bias.positions import as_positions, check_count, check_fits
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = ["alibi_bias", "deberta_buckets", "kerple_bias", "sandwich_bias", "t5_buckets"]
@@ -35,6 +35,7 @@ __all__ = ["alibi_bias", "deberta_buckets", "kerple_bias", "sandwich_bias", "t5_
 def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
     """A float64 (``exact``) or framework-rounded NumPy result as a ``dtype`` tensor."""
     out = check_dtype("dtype", dtype)
+    check_fits(values, float(torch.finfo(out).max), str(out).removeprefix("torch."))
     table = torch.from_numpy(np.ascontiguousarray(values)).to(device=device)
     return cast_exact(table, out) if exact else table.to(out)
 
@@ -77,7 +78,7 @@ def alibi_bias(
     )  # fmt: skip (the core checks every argument)
     if convention in ("bloom", "falcon"):
         return _bloom_family(
-            heads, query_positions, key_positions, form, shard, convention, dtype, device
+            int(heads), query_positions, key_positions, form, shard, convention, dtype, device
         )
     return _tensor(values, dtype, device, exact=convention == "exact")
 
@@ -104,8 +105,10 @@ def _bloom_family(
     factor = {"key": key[None, :].expand_as(rel), "relative": rel, "distance": -rel.abs()}[form]
     if convention == "falcon":
         slopes = slopes.bfloat16()
-    bias = slopes[:, None, None] * factor[None]
-    return bias.to(device=device, dtype=check_dtype("dtype", dtype))
+    bias = slopes[:, None, None] * factor[None]  # on the host: checking it costs no sync
+    out = check_dtype("dtype", dtype)
+    check_fits(bias.double().numpy(), float(torch.finfo(out).max), str(out).removeprefix("torch."))
+    return bias.to(device=device, dtype=out)
 
 
 def kerple_bias(
@@ -160,6 +163,8 @@ def sandwich_bias(
 def _relative_tensor(value: Any) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         value = torch.as_tensor(np.asarray(core_buckets._relative(value)))
+    if value.numel() == 0 and value.dtype.is_floating_point:  # no positions, of no dtype
+        return torch.zeros(value.shape, dtype=torch.int64, device=value.device)
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
         raise TypeError(f"relative_positions must be integers, got dtype {value.dtype}")
     if value.device.type == "cpu":  # data checks where reading them costs no host sync

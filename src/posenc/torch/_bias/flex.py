@@ -27,8 +27,8 @@ from torch.nn.attention.flex_attention import create_block_mask
 from ..._bias.alibi import AlibiForm, alibi_slopes
 from ..._bias.buckets import BucketConvention, t5_buckets
 from ..._bias.distance import sandwich_bias
-from ..._bias.positions import check_count, check_parameter
-from ..._checks import check_int
+from ..._bias.positions import check_count, check_offset, check_pairs, check_parameter
+from ..._checks import check_bool, check_int, check_position_magnitude
 
 __all__ = [
     "ScoreMod",
@@ -59,8 +59,8 @@ def alibi_score_mod(
         raise ValueError(f"form must be 'distance', 'relative' or 'key', got {form!r}")
     slopes = torch.tensor(alibi_slopes(heads, max_bias=max_bias, shard=shard), device=device)
     slopes = slopes.to(torch.float32)
-    q0 = check_int("query_offset", query_offset)
-    k0 = check_int("key_offset", key_offset)
+    q0 = check_offset("query_offset", query_offset)
+    k0 = check_offset("key_offset", key_offset)
 
     def alibi(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         gap = (kv_idx + k0) - (q_idx + q0) if form != "key" else kv_idx + k0
@@ -79,10 +79,13 @@ def relative_score_mod(
     ``min_relative .. min_relative + R − 1`` (``values`` of shape ``(heads, R)``), added in
     float32. Pairs outside that range must not occur (cover every ``j − i`` of the call)."""
     if not isinstance(values, torch.Tensor) or values.ndim != 2:
-        raise TypeError("values must be a (heads, R) tensor")
+        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+        raise TypeError(f"values must be a (heads, R) tensor, got {got}")
     table = values.to(torch.float32)
-    start = check_int("min_relative", min_relative) + check_int("query_offset", query_offset)
-    k0 = check_int("key_offset", key_offset)
+    first = check_int("min_relative", min_relative)
+    check_position_magnitude("min_relative", first, first)
+    start = first + check_offset("query_offset", query_offset)
+    k0 = check_offset("key_offset", key_offset)
 
     def relative(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         return score + table[h, kv_idx + k0 - q_idx - start]
@@ -93,7 +96,9 @@ def relative_score_mod(
 def _relative_range(query_len: int, key_len: int, q0: int, k0: int) -> np.ndarray:
     q = check_count("query_len", query_len)
     k = check_count("key_len", key_len)
-    return np.arange(k0 - (q0 + q - 1), k0 + k - q0, dtype=np.int64)
+    first, second = check_offset("query_offset", q0), check_offset("key_offset", k0)
+    check_pairs("query_len and key_len", (q + k - 1,), copies=4)
+    return np.arange(second - (first + q - 1), second + k - first, dtype=np.int64)
 
 
 def t5_score_mod(
@@ -110,6 +115,9 @@ def t5_score_mod(
     """T5's bias as a ``score_mod``: ``table`` is ``(num_buckets, heads)`` (T5's
     ``relative_attention_bias.weight``), for queries ``0 .. query_len-1`` and keys
     ``0 .. key_len-1`` (plus the offsets)."""
+    if not isinstance(table, torch.Tensor) or table.ndim != 2:
+        got = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
+        raise TypeError(f"table must be a (num_buckets, heads) tensor, got {got}")
     rel = _relative_range(query_len, key_len, query_offset, key_offset)
     buckets = t5_buckets(
         rel, bidirectional=bidirectional, num_buckets=table.shape[0],
@@ -156,8 +164,8 @@ def kerple_score_mod(
     if kind not in ("log", "power"):
         raise ValueError(f"kind must be 'log' or 'power', got {kind!r}")
     scale, rate = (_per_head(name, value) for name, value in (("r1", r1), ("r2", r2)))
-    q0 = check_int("query_offset", query_offset)
-    k0 = check_int("key_offset", key_offset)
+    q0 = check_offset("query_offset", query_offset)
+    k0 = check_offset("key_offset", key_offset)
 
     def kerple(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         gap = ((kv_idx + k0) - (q_idx + q0)).abs().to(torch.float32)
@@ -180,8 +188,15 @@ def bias_block_mask(
     blocks outside the mask are skipped."""
     q = check_count("query_len", query_len)
     k = check_count("key_len", key_len)
-    if documents is not None and (q != k or tuple(documents.shape) != (q,)):
-        raise ValueError(f"documents must have shape ({q},) with query_len == key_len")
+    causal = check_bool("causal", causal)
+    if documents is not None:
+        if not isinstance(documents, torch.Tensor):
+            raise TypeError(f"documents must be a tensor of ids, got {type(documents).__name__}")
+        if q != k or tuple(documents.shape) != (q,):
+            raise ValueError(
+                f"documents must have shape ({q},) with query_len == key_len, got shape "
+                f"{tuple(documents.shape)} for query_len={q}, key_len={k}"
+            )
     shift = k - q
 
     def mask(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:

@@ -13,13 +13,18 @@ from typing import Any
 
 import torch
 
+from ..._checks import check_allocation, check_bool, check_int
+from .._checks import as_device
 from .._kernels._cast import check_dtype
 
 __all__ = ["allowed_pairs", "bias_attn_mask"]
 
 
 def _documents(name: str, value: Any, length: int, device: torch.device) -> torch.Tensor:
-    ids = torch.as_tensor(value, device=device)
+    try:
+        ids = torch.as_tensor(value, device=device)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(f"{name} must be {length} integer document ids, got {value!r}") from exc
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.shape != (length,):
         raise ValueError(
             f"{name} must be {length} integer document ids, got {ids.dtype} {tuple(ids.shape)}"
@@ -47,7 +52,12 @@ def allowed_pairs(
             [1, 1, 0],
             [0, 0, 1]], dtype=torch.int32)
     """
-    where = torch.device("cpu") if device is None else torch.device(device)
+    q = check_int("query_len", query_len, minimum=0)
+    k = check_int("key_len", key_len, minimum=0)
+    causal = check_bool("causal", causal)
+    check_allocation("query_len and key_len", (q, k), 1)
+    where = as_device(device, torch.device("cpu"))
+    query_len, key_len = q, k
     allowed = torch.ones(query_len, key_len, dtype=torch.bool, device=where)
     if causal:
         allowed = torch.tril(allowed, diagonal=key_len - query_len)
@@ -82,6 +92,7 @@ def bias_attn_mask(
     if not isinstance(bias, torch.Tensor) or bias.ndim not in (2, 3):
         raise TypeError(f"bias must be a (heads, q, k) or (q, k) tensor, got {type(bias).__name__}")
     out = bias.dtype if dtype is None else check_dtype("dtype", dtype)
+    check_bool("causal", causal)
     query_len, key_len = bias.shape[-2:]
     allowed = allowed_pairs(
         query_len, key_len, causal=causal, query_documents=query_documents,

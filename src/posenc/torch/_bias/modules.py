@@ -20,7 +20,7 @@ from torch import nn
 
 from ..._bias.buckets import BucketConvention
 from ..._bias.distance import fire_distance
-from ..._bias.positions import as_positions, check_count, relative_positions
+from ..._bias.positions import as_positions, check_count, check_parameter, relative_positions
 from .dense import t5_buckets
 
 __all__ = ["FireBias", "KerpleBias", "T5RelativeBias"]
@@ -123,7 +123,8 @@ class KerpleBias(nn.Module):
         super().__init__()
         if kind not in ("log", "power"):
             raise ValueError(f"kind must be 'log' or 'power', got {kind!r}")
-        self.heads, self.kind, self.eps = check_count("heads", heads), kind, float(eps)
+        floor = float(check_parameter("eps", eps, positive=True))
+        self.heads, self.kind, self.eps = check_count("heads", heads), kind, floor
         self.r1 = nn.Parameter(torch.ones(self.heads, device=device, dtype=dtype))
         self.r2 = nn.Parameter(torch.ones(self.heads, device=device, dtype=dtype))
 
