@@ -11,6 +11,14 @@ command line in ``posenc.cli``.
 """
 
 from . import analysis
+from ._bias.alibi import AlibiConvention, AlibiForm, alibi_bias, alibi_slopes
+from ._bias.buckets import BucketConvention, deberta_buckets, t5_buckets
+from ._bias.conventions import BIAS_CONVENTIONS
+from ._bias.dense import t5_bias
+from ._bias.distance import KerpleKind, fire_distance, kerple_bias, sandwich_bias
+from ._bias.positions import relative_positions
+from ._bias.relative import relative_sinusoid_table
+from ._bias.xpos import xpos_scales
 from ._conventions import CONVENTIONS, ConventionName
 from ._describe import describe
 from ._features import PairLayout
@@ -41,13 +49,18 @@ from ._timestep import timestep_embedding
 __version__ = "0.1.0"
 
 __all__ = [
+    "BIAS_CONVENTIONS",
     "CONVENTIONS",
     "GRID_CONVENTIONS",
     "ROPE_TYPES",
+    "AlibiConvention",
+    "AlibiForm",
     "AxisOrder",
     "AxisSchedule",
+    "BucketConvention",
     "ConventionName",
     "GridConventionName",
+    "KerpleKind",
     "MultiAxisFrequencies",
     "MultimodalPositions",
     "PairLayout",
@@ -55,11 +68,16 @@ __all__ = [
     "RopePlan",
     "RopeScaling",
     "__version__",
+    "alibi_bias",
+    "alibi_slopes",
     "analysis",
     "apply_rotary",
+    "deberta_buckets",
     "describe",
+    "fire_distance",
     "frequencies",
     "grid_positions",
+    "kerple_bias",
     "multi_axis_cos_sin",
     "multi_axis_frequencies",
     "multimodal_positions",
@@ -67,12 +85,18 @@ __all__ = [
     "positions_from_mask",
     "positions_from_segments",
     "positions_from_tokens",
+    "relative_positions",
+    "relative_sinusoid_table",
     "rope_frequencies",
     "rope_plan",
     "rope_scaling",
     "rotary_cos_sin",
+    "sandwich_bias",
     "set_fast_paths",
     "sinusoidal",
     "sinusoidal_grid",
+    "t5_bias",
+    "t5_buckets",
     "timestep_embedding",
+    "xpos_scales",
 ]

@@ -35,6 +35,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     ) from exc
 
 from . import hf
+from ._bias.dense import alibi_bias, deberta_buckets, kerple_bias, sandwich_bias, t5_buckets
+from ._bias.flex import (
+    alibi_score_mod,
+    bias_block_mask,
+    kerple_score_mod,
+    relative_score_mod,
+    sandwich_score_mod,
+    t5_score_mod,
+)
+from ._bias.masks import allowed_pairs, bias_attn_mask
+from ._bias.modules import FireBias, KerpleBias, T5RelativeBias
 from ._checks import set_data_checks
 from ._embedding import TransformerEmbedding
 from ._functional import apply_rotary, cast_exact, rotary_cos_sin, sinusoidal
@@ -45,18 +56,34 @@ from ._sinusoidal import SinusoidalPositionalEncoding
 from ._timestep import TimestepEmbedding, timestep_embedding
 
 __all__ = [
+    "FireBias",
+    "KerpleBias",
     "RotaryEmbedding",
     "SinusoidalGridEncoding",
     "SinusoidalPositionalEncoding",
+    "T5RelativeBias",
     "TimestepEmbedding",
     "TransformerEmbedding",
+    "alibi_bias",
+    "alibi_score_mod",
+    "allowed_pairs",
     "apply_rotary",
+    "bias_attn_mask",
+    "bias_block_mask",
     "cast_exact",
+    "deberta_buckets",
     "hf",
+    "kerple_bias",
+    "kerple_score_mod",
     "multi_axis_cos_sin",
     "multimodal_positions",
+    "relative_score_mod",
     "rotary_cos_sin",
+    "sandwich_bias",
+    "sandwich_score_mod",
     "set_data_checks",
     "sinusoidal",
+    "t5_buckets",
+    "t5_score_mod",
     "timestep_embedding",
 ]

@@ -1,0 +1,215 @@
+"""Relative-position buckets: T5's and DeBERTa-v2's logarithmic bins.
+
+Both map a relative position to an integer bucket: exact near zero, logarithmic further out.
+
+**T5** (Raffel et al. 2020; mesh-tensorflow ``_relative_position_bucket``), relative position
+``r = key − query``. Bidirectional: half the buckets for ``r > 0`` (offset ``num_buckets//2``),
+half for ``r <= 0``; causal (``bidirectional=False``): ``r > 0`` is bucket 0 and ``d = −r``.
+With ``n`` buckets per side, ``e = n // 2`` exact ones and distance ``d = |r|``::
+
+    bucket(d) = d                                                   d < e
+              = min(e + floor((n − e)·ln(d/e) / ln(max_distance/e)), n − 1)    d >= e
+
+**DeBERTa-v2** (``make_log_bucket_position``), relative position ``r = query − key`` (the
+other sign), ``mid = bucket_size // 2``::
+
+    bucket(r) = r                                                  |r| <= mid
+              = sign(r)·(mid + ceil((mid − 1)·ln(|r|/mid) / ln((max_position − 1)/mid)))
+
+(not clamped: DeBERTa clamps to its attention span later).
+
+Conventions: ``"exact"`` takes the floor/ceil of the exact real number (decided with integer
+arithmetic where float64 is too close to call); ``"transformers"`` follows transformers'
+float32 steps (a float32 ratio, its float32 log, divided and scaled in float32), which moves
+a few bucket edges by one distance. NumPy cannot call the C library's float32 ``logf`` that
+``torch.log`` uses, which is not always correctly rounded: this core takes the correctly
+rounded float32 log, so a value on a bucket edge can still differ (DeBERTa, bucket_size 256,
+max_position 512: at ``|r| = 403269`` of all ``|r| <= 10^6``). The PyTorch front-end's
+``posenc.torch.t5_buckets`` / ``deberta_buckets`` run the same steps with ``torch.log`` and
+are equal bit for bit.
+
+>>> t5_buckets([-3, -1, 0, 1, 3], num_buckets=8, max_distance=16)
+array([2, 1, 0, 5, 6])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .positions import check_count
+
+__all__ = ["BucketConvention", "deberta_buckets", "t5_buckets"]
+
+BucketConvention = Literal["exact", "transformers"]
+
+
+def _relative(value: Any) -> npt.NDArray[np.int64]:
+    """Integer relative positions of any shape, within +-2**54 (differences of positions)."""
+    array = np.asarray(value)
+    if array.size == 0 and array.dtype.kind == "f":  # [] holds no positions, of no dtype
+        return np.zeros(array.shape, dtype=np.int64)
+    if array.dtype.kind == "b" or array.dtype.kind not in "iu":
+        raise TypeError(
+            f"relative_positions must be integers (see posenc.relative_positions), got dtype "
+            f"{array.dtype}"
+        )
+    if array.size and (int(array.max()) > 2**54 or int(array.min()) < -(2**54)):
+        raise ValueError("relative_positions must lie within +-2**54 (differences of positions)")
+    return array.astype(np.int64)
+
+
+def _check_convention(convention: Any) -> str:
+    if convention not in ("exact", "transformers"):
+        raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
+    return str(convention)
+
+
+def _floor_log_ratio(
+    d: npt.NDArray[np.int64], low: int, high_num: int, high_den: int, scale: int, ceil: bool
+) -> npt.NDArray[np.int64]:
+    """``floor`` (or ``ceil``) of ``scale·ln(d/low) / ln(high_num/high_den)``, exactly.
+
+    float64 first; values within 1e-9 of an integer ``t`` are decided in integers:
+    ``scale·ln(d/low) >= t·ln(h)`` iff ``d^scale · low^-scale >= h^t``, cross-multiplied.
+    """
+    unique, inverse = np.unique(d, return_inverse=True)
+    ratio = math.log(high_num / high_den)
+    value = scale * np.log(unique / low) / ratio
+    result = np.ceil(value) if ceil else np.floor(value)
+    nearest = np.rint(value)
+    for index in np.flatnonzero(np.abs(value - nearest) <= 1e-9 * np.maximum(1.0, np.abs(value))):
+        t = int(nearest[index])
+        lhs = int(unique[index]) ** scale * high_den**t
+        rhs = low**scale * high_num**t
+        if ceil:  # value > t iff lhs > rhs
+            result[index] = t + 1 if lhs > rhs else t
+        else:  # value >= t iff lhs >= rhs
+            result[index] = t if lhs >= rhs else t - 1
+    found: npt.NDArray[np.int64] = result.astype(np.int64)[inverse.reshape(d.shape)]
+    return found
+
+
+def t5_buckets(
+    relative_positions: Any,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    convention: BucketConvention = "exact",
+) -> npt.NDArray[np.int64]:
+    """T5's relative-position bucket of every relative position (see the module docstring).
+
+    Args:
+        relative_positions: integers ``key − query``, any shape (e.g.
+            :func:`posenc.relative_positions`).
+        bidirectional: ``True`` for encoders (T5's ``not is_decoder``), ``False`` for causal
+            decoders (keys after the query share bucket 0).
+        num_buckets: total buckets, an int >= 2 (>= 4 when bidirectional).
+        max_distance: distances from here on share the last bucket; an int greater than
+            the ``max_exact = num_buckets // 2`` (per side) exact buckets.
+        convention: ``"exact"`` (default) or ``"transformers"`` (bit for bit
+            ``T5Attention._relative_position_bucket``, with its float32 log).
+
+    Returns:
+        int64 buckets in ``[0, num_buckets)``, the shape of ``relative_positions``.
+
+    >>> t5_buckets([-200, -128, -127, -16, -8, 0], num_buckets=32, max_distance=128)
+    array([15, 15, 15, 10,  8,  0])
+    >>> t5_buckets([-127], convention="transformers"), t5_buckets([-127])
+    (array([15]), array([15]))
+    """
+    if not isinstance(bidirectional, bool | np.bool_):
+        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    buckets = check_count("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
+    mode = _check_convention(convention)
+    rel = _relative(relative_positions)
+    side = buckets // 2 if bidirectional else buckets
+    exact = side // 2
+    far = check_count("max_distance", max_distance)
+    if far <= exact:
+        raise ValueError(
+            f"max_distance must be greater than max_exact = {exact} (half of the "
+            f"{side} buckets per side), got {far}: the log bins would be empty or negative"
+        )
+    offset = np.where(rel > 0, side, 0) if bidirectional else np.zeros_like(rel)
+    distance = np.abs(rel) if bidirectional else np.maximum(-rel, 0)
+    large = np.maximum(distance, exact)
+    if mode == "exact":
+        log_bin = _floor_log_ratio(large, exact, far, exact, side - exact, ceil=False)
+    else:
+        log_bin = _t5_float32(large, exact, far, side - exact)
+    far_bucket = np.minimum(exact + log_bin, side - 1)
+    return np.asarray(offset + np.where(distance < exact, distance, far_bucket), dtype=np.int64)
+
+
+def _t5_float32(
+    d: npt.NDArray[np.int64], exact: int, far: int, log_buckets: int
+) -> npt.NDArray[np.int64]:
+    """``(log(d.float() / e) / float32(ln(far/e)) * n).long()``, each step in float32."""
+    ratio = (d.astype(np.float32).astype(np.float64) / exact).astype(np.float32)
+    logs = np.log(ratio.astype(np.float64)).astype(np.float32)
+    scaled = (logs / np.float32(math.log(far / exact))).astype(np.float32)
+    truncated: npt.NDArray[np.int64] = np.trunc(scaled * np.float32(log_buckets)).astype(np.int64)
+    return truncated
+
+
+def deberta_buckets(
+    relative_positions: Any,
+    *,
+    bucket_size: int = 256,
+    max_position: int = 512,
+    convention: BucketConvention = "exact",
+) -> npt.NDArray[np.int64]:
+    """DeBERTa-v2/v3's log bucket of every relative position (see the module docstring).
+
+    Args:
+        relative_positions: integers ``query − key`` (DeBERTa's sign: pass
+            ``-posenc.relative_positions(q, k)``), any shape.
+        bucket_size: ``position_buckets`` of the config, an int >= 2.
+        max_position: ``max_relative_positions`` of the config; must exceed
+            ``bucket_size // 2 + 1`` (else the log bins are empty or negative).
+        convention: ``"exact"`` (default) or ``"transformers"`` (bit for bit
+            ``make_log_bucket_position``, with its float32 log).
+
+    Returns:
+        int64 buckets, signed like ``relative_positions``, the same shape.
+
+    >>> deberta_buckets([0, 3, 4, 5, 100, -100], bucket_size=8, max_position=64)
+    array([ 0,  3,  4,  5,  8, -8])
+    """
+    size = check_count("bucket_size", bucket_size, minimum=2)
+    mode = _check_convention(convention)
+    position = check_count("max_position", max_position)
+    mid = size // 2
+    if position - 1 <= mid:
+        raise ValueError(
+            f"max_position must be greater than bucket_size // 2 + 1 = {mid + 1}, got "
+            f"{position}: the log bins would be empty or negative"
+        )
+    rel = _relative(relative_positions)
+    magnitude = np.where(np.abs(rel) < mid, mid - 1, np.abs(rel))
+    if mode == "exact":
+        log_bin = _floor_log_ratio(
+            np.maximum(magnitude, mid), mid, position - 1, mid, mid - 1, ceil=True
+        )
+        far = np.sign(rel) * (mid + log_bin)
+    else:
+        far = _deberta_float32(rel, magnitude, mid, position)
+    return np.where(magnitude <= mid, rel, far).astype(np.int64)
+
+
+def _deberta_float32(
+    rel: npt.NDArray[np.int64], magnitude: npt.NDArray[np.int64], mid: int, position: int
+) -> npt.NDArray[np.int64]:
+    """transformers' steps: float32 ratio, float32 logs, float32 quotient, ceil, + mid."""
+    ratio = (magnitude.astype(np.float32).astype(np.float64) / mid).astype(np.float32)
+    logs = np.log(ratio.astype(np.float64)).astype(np.float32)
+    denominator = np.float32(math.log(np.float64(np.float32((position - 1) / mid))))
+    scaled = ((logs / denominator).astype(np.float32) * np.float32(mid - 1)).astype(np.float32)
+    log_pos = (np.ceil(scaled) + np.float32(mid)).astype(np.float32)
+    signed: npt.NDArray[np.int64] = (log_pos * np.sign(rel).astype(np.float32)).astype(np.int64)
+    return signed

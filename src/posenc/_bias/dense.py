@@ -1,0 +1,73 @@
+"""The dense bias ``(heads, q, k)`` of a learned per-bucket table (T5 and its family).
+
+T5, mT5, UMT5, LongT5, Switch, Pix2Struct and Pop2Piano learn one scalar per (bucket, head):
+``relative_attention_bias.weight`` of shape ``(num_buckets, heads)``. The bias of query
+``i`` and key ``j`` is ``table[bucket(j − i), h]`` (see :func:`posenc.t5_buckets`).
+
+>>> import numpy as np
+>>> t5_bias(np.arange(8.0).reshape(4, 2), 2, 2, num_buckets=4, max_distance=4)
+array([[[0., 6.],
+        [2., 0.]],
+<BLANKLINE>
+       [[1., 7.],
+        [3., 1.]]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._checks import check_float_dtype
+from .buckets import BucketConvention, t5_buckets
+from .positions import cast_bias, check_pairs, check_parameter, relative_positions
+
+__all__ = ["t5_bias"]
+
+
+def t5_bias(
+    table: Any,
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    convention: BucketConvention = "exact",
+    dtype: Any = np.float32,
+) -> npt.NDArray[Any]:
+    """T5's relative bias ``(heads, q, k)`` from a ``(num_buckets, heads)`` table.
+
+    Args:
+        table: the learned table, shape ``(num_buckets, heads)`` (T5's
+            ``relative_attention_bias.weight``), finite numbers.
+        query_positions, key_positions: an int ``L`` or 1-D integer positions each.
+        bidirectional, num_buckets, max_distance, convention: as :func:`posenc.t5_buckets`.
+        dtype: float32 (default), float16 or float64: the table's values cast once.
+
+    Returns:
+        ``out[h, a, b] = table[bucket(key_positions[b] − query_positions[a]), h]``.
+
+    >>> t5_bias(np.ones((32, 12)), 5, 5).shape
+    (12, 5, 5)
+    """
+    values = np.asarray(table)
+    if values.ndim != 2 or values.shape[0] != num_buckets:
+        raise ValueError(
+            f"table must have shape (num_buckets, heads) = ({num_buckets!r}, heads), got "
+            f"shape {values.shape}"
+        )
+    weights = np.stack([check_parameter("table", column) for column in values.T], axis=1)
+    out_dtype = check_float_dtype("dtype", dtype)
+    relative = relative_positions(query_positions, key_positions)
+    check_pairs("table, query_positions and key_positions", (weights.shape[1], *relative.shape))
+    buckets = t5_buckets(
+        relative,
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+        convention=convention,
+    )
+    return cast_bias(np.moveaxis(weights[buckets], -1, 0), out_dtype)

@@ -1,0 +1,156 @@
+"""Distance functions with a few parameters per head: Kerple, FIRE's input and Sandwich.
+
+All three are functions of the distance between query ``i`` and key ``j``:
+
+- **Kerple** (Chi et al. 2022, "KERPLE: Kernelized Relative Positional Embedding"), per head
+  parameters ``r1, r2 > 0``::
+
+      "log":    −r1·ln(1 + r2·|j − i|)
+      "power":  −r1·|j − i|^r2            (0 < r2 <= 2)
+
+- **FIRE** (Li et al. 2024, "Functional Interpolation for Relative Positions"): a learned
+  MLP ``f`` of the normalised causal distance ``ψ(i − j) / ψ(max(L, i))``,
+  ``ψ(x) = ln(1 + c·x)``; :func:`fire_distance` gives that input (keys after the query, masked
+  in causal attention, get the input of distance 0). The MLP is ``posenc.torch.FireBias``.
+- **Sandwich** (Chi et al. 2023, "Dissecting Transformer Length Extrapolation via the Lens of
+  Receptive Field Analysis"): the position-position term of sinusoidal embeddings,
+  ``Σ_k cos((i − j)·ω_k)``, ω_k = base^(−2k/dim), k < dim/2, divided per head by
+  ``8·(h + 1)/heads`` (attention-gym's ``generate_sandwich_bias``).
+
+Everything in float64, rounded once to ``dtype``.
+
+>>> kerple_bias(2, 3, r1=[1.0, 2.0], r2=1.0, kind="power")[:, 0]
+array([[ 0., -1., -2.],
+       [ 0., -2., -4.]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .._checks import check_base, check_float_dtype, check_int, check_real
+from .positions import as_positions, cast_bias, check_count, check_pairs, check_parameter
+
+__all__ = ["KerpleKind", "fire_distance", "kerple_bias", "sandwich_bias"]
+
+KerpleKind = Literal["log", "power"]
+
+
+def _distance(query_positions: Any, key_positions: Any) -> npt.NDArray[np.float64]:
+    """``|j − i|`` as float64 ``(q, k)`` (exact: integers within 2**54 hold in float64 up
+    to one rounding of the largest, far beyond any bias' resolution)."""
+    query = as_positions("query_positions", query_positions)
+    key = as_positions("key_positions", key_positions)
+    check_pairs("query_positions and key_positions", (query.size, key.size))
+    gap: npt.NDArray[np.float64] = np.abs(key[None, :] - query[:, None]).astype(np.float64)
+    return gap
+
+
+def kerple_bias(
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    r1: Any,
+    r2: Any,
+    kind: KerpleKind = "log",
+    dtype: Any = np.float32,
+) -> npt.NDArray[Any]:
+    """The Kerple bias ``(heads, q, k)``; ``heads`` is the length of ``r1`` / ``r2``.
+
+    Args:
+        query_positions, key_positions: an int ``L`` or 1-D integer positions each.
+        r1: per-head scale(s), > 0: a number or shape ``(heads,)``.
+        r2: per-head rate(s) or power(s), > 0 (<= 2 for ``"power"``).
+        kind: ``"log"`` (default) or ``"power"``.
+        dtype: float32 (default), float16 or float64.
+
+    >>> kerple_bias([2], 3, r1=1.0, r2=1.0).round(4)
+    array([[[-1.0986, -0.6931,  0.    ]]], dtype=float32)
+    """
+    if kind not in ("log", "power"):
+        raise ValueError(f"kind must be 'log' or 'power', got {kind!r}")
+    out_dtype = check_float_dtype("dtype", dtype)
+    scale = check_parameter("r1", r1, positive=True)
+    rate = check_parameter("r2", r2, positive=True)
+    if scale.ndim and rate.ndim and scale.shape != rate.shape:
+        raise ValueError(f"r1 and r2 must have the same length, got {scale.shape}, {rate.shape}")
+    if kind == "power" and np.any(rate > 2):
+        raise ValueError(f"r2 must be in (0, 2] for kind='power', got {float(rate.max())!r}")
+    distance = _distance(query_positions, key_positions)[None]
+    check_pairs("r1, query_positions and key_positions", (scale.size, *distance.shape[1:]))
+    scale = np.atleast_1d(scale)[:, None, None]
+    rate = np.atleast_1d(rate)[:, None, None]
+    bias = -scale * (np.log1p(rate * distance) if kind == "log" else distance**rate)
+    return cast_bias(bias, out_dtype)
+
+
+def fire_distance(
+    query_positions: Any, key_positions: Any, *, c: float = 1.0, threshold: float = 1.0
+) -> npt.NDArray[np.float64]:
+    """FIRE's normalised distance ``ψ(max(i − j, 0)) / ψ(max(threshold, i))``: float64 (q, k).
+
+    Args:
+        query_positions, key_positions: an int ``L`` or 1-D integer positions each (query
+            positions >= 0).
+        c: ψ's scale, > 0 (learned in FIRE; 1 at initialisation).
+        threshold: ``L`` of the paper, > 0: queries before it are normalised as if at it.
+
+    >>> fire_distance(3, 3)
+    array([[0.        , 0.        , 0.        ],
+           [1.        , 0.        , 0.        ],
+           [1.        , 0.63092975, 0.        ]])
+    """
+    scale = float(check_parameter("c", c, positive=True))
+    floor = float(check_parameter("threshold", threshold, positive=True))
+    query = as_positions("query_positions", query_positions)
+    key = as_positions("key_positions", key_positions)
+    if query.size and int(query.min()) < 0:
+        raise ValueError(f"query_positions must be >= 0 for FIRE, got {int(query.min())}")
+    check_pairs("query_positions and key_positions", (query.size, key.size))
+    causal = np.maximum(query[:, None] - key[None, :], 0).astype(np.float64)
+    norm = np.log1p(scale * np.maximum(query.astype(np.float64), floor))
+    result: npt.NDArray[np.float64] = np.log1p(scale * causal) / norm[:, None]
+    return result
+
+
+def sandwich_bias(
+    heads: int,
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    dim: int = 128,
+    base: float = 10000.0,
+    dtype: Any = np.float32,
+) -> npt.NDArray[Any]:
+    """The Sandwich bias ``(heads, q, k)``: ``Σ_k cos((i − j)·ω_k) · heads / (8·(h + 1))``.
+
+    Args:
+        heads: number of heads, an int >= 1.
+        query_positions, key_positions: an int ``L`` or 1-D integer positions each.
+        dim: the sinusoid's ``d̄`` (128 in the paper), an even int >= 2; ``dim // 2`` terms.
+        base: the wavelength base, > 0.
+        dtype: float32 (default), float16 or float64.
+
+    >>> sandwich_bias(1, 2, 2, dim=2)
+    array([[[0.125     , 0.06753778],
+            [0.06753778, 0.125     ]]], dtype=float32)
+    """
+    count = check_count("heads", heads)
+    width = check_int("dim", dim, minimum=2)
+    if width % 2:
+        raise ValueError(f"dim must be even (dim // 2 cosines), got {width}")
+    check_pairs("dim", (width // 2,), copies=2)
+    wavelength = check_base("base", base)
+    out_dtype = check_float_dtype("dtype", dtype)
+    check_real("base", wavelength)
+    omega = wavelength ** (-2.0 * np.arange(width // 2) / width)
+    distance = _distance(query_positions, key_positions)
+    check_pairs("query_positions, key_positions and dim", (*distance.shape, width // 2), 2)
+    check_pairs("heads, query_positions and key_positions", (count, *distance.shape))
+    total = np.cos(distance[..., None] * omega).sum(axis=-1)
+    ratio = count / (8.0 * np.arange(1, count + 1, dtype=np.float64))
+    result = cast_bias(ratio[:, None, None] * total[None], out_dtype)
+    return result

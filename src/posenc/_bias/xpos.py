@@ -1,0 +1,71 @@
+"""xPos: the per-channel decay that xPos (Sun et al. 2023, "A Length-Extrapolatable
+Transformer") applies with RoPE.
+
+Query channel pair ``k`` of a token at position ``p`` is multiplied by
+``ζ_k^(p / scale_base)`` and the key's by its inverse, ``ζ_k = (2k + γ·d) / ((1 + γ)·d)``,
+``γ = 0.4``; the score of query ``i`` and key ``j`` then decays like ``ζ^((i − j)/scale_base)``.
+rotary-embedding-torch (``use_xpos=True``) centres the positions as ``p − L // 2``,
+torchscale's ``XPOS`` as ``p − (L + offset) // 2``; pass the positions the model uses.
+
+>>> xpos_scales([0, 512], 4)
+array([[1.        , 1.        , 1.        , 1.        ],
+       [0.28571429, 0.28571429, 0.64285714, 0.64285714]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._checks import check_allocation, check_int, check_positions, check_real
+from .positions import check_parameter
+
+__all__ = ["xpos_scales"]
+
+
+def xpos_scales(
+    positions: Any,
+    head_dim: int,
+    *,
+    scale_base: float = 512.0,
+    gamma: float = 0.4,
+    pairs: str = "interleaved",
+) -> npt.NDArray[np.float64]:
+    """The xPos query scales ``(*S, head_dim)``: float64; keys use ``1 / scales``.
+
+    Args:
+        positions: integer or real positions, any shape ``S`` (an int is one position array
+            of that many: ``0 .. L-1``).
+        head_dim: channels per head, an even int >= 2.
+        scale_base: the decay length, > 0 (512 in the paper and both libraries).
+        gamma: ``γ`` of ζ_k, > 0 (0.4).
+        pairs: ``"interleaved"`` (channels 2k, 2k+1 share ζ_k; rotary-embedding-torch and
+            torchscale) or ``"half"`` (channels k and k + d/2).
+
+    Accuracy: within a few float64 ulps of the exact power.
+
+    >>> xpos_scales(2, 2, scale_base=1.0)
+    array([[1.        , 1.        ],
+           [0.28571429, 0.28571429]])
+    """
+    dim = check_int("head_dim", head_dim, minimum=2)
+    if dim % 2:
+        raise ValueError(f"head_dim must be even, got {dim}")
+    base = float(check_parameter("scale_base", scale_base, positive=True))
+    g = float(check_parameter("gamma", gamma, positive=True))
+    check_real("scale_base", base)
+    if pairs not in ("interleaved", "half"):
+        raise ValueError(f"pairs must be 'interleaved' or 'half', got {pairs!r}")
+    if isinstance(positions, int | np.integer) and not isinstance(positions, bool):
+        length = check_int("positions", positions, minimum=0)
+        check_allocation("positions and head_dim", (length, dim), 8, 3)
+        positions = np.arange(length)
+    where = check_positions("positions", positions).astype(np.float64)
+    check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
+    zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+    scales = zeta ** (where[..., None] / base)
+    if pairs == "interleaved":
+        return np.repeat(scales, 2, axis=-1)
+    return np.concatenate([scales, scales], axis=-1)

@@ -1,0 +1,236 @@
+"""Dense attention biases ``(heads, q, k)`` as tensors, and the buckets in transformers' steps.
+
+The values come from the float64 NumPy core (``posenc.alibi_bias`` ...) and are rounded once
+to ``dtype`` (bfloat16 included); a framework convention keeps its own rounding and is then
+cast as the framework casts it (float32 to ``dtype``).
+
+The buckets under ``convention="transformers"`` run transformers' float32 steps with
+``torch.log`` itself, so they are integer-equal to ``_relative_position_bucket`` /
+``make_log_bucket_position`` wherever that function runs, bit for bit.
+
+>>> import torch
+>>> alibi_bias(2, [3], 4, dtype=torch.bfloat16)[0]
+tensor([[-0.1875, -0.1250, -0.0625,  0.0000]], dtype=torch.bfloat16)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..._bias import alibi as core_alibi
+from ..._bias import buckets as core_buckets
+from ..._bias.distance import KerpleKind
+from ..._bias.distance import kerple_bias as core_kerple
+from ..._bias.distance import sandwich_bias as core_sandwich
+from ..._bias.positions import as_positions, check_count, check_fits
+from .._kernels._cast import cast_exact, check_dtype
+
+__all__ = ["alibi_bias", "deberta_buckets", "kerple_bias", "sandwich_bias", "t5_buckets"]
+
+
+def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
+    """A float64 (``exact``) or framework-rounded NumPy result as a ``dtype`` tensor."""
+    out = check_dtype("dtype", dtype)
+    check_fits(values, float(torch.finfo(out).max), str(out).removeprefix("torch."))
+    table = torch.from_numpy(np.ascontiguousarray(values)).to(device=device)
+    return cast_exact(table, out) if exact else table.to(out)
+
+
+def alibi_bias(
+    heads: int,
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    form: core_alibi.AlibiForm = "distance",
+    max_bias: float = 8.0,
+    shard: tuple[int, int] | None = None,
+    convention: core_alibi.AlibiConvention = "exact",
+    dtype: torch.dtype = torch.float32,
+    device: Any = None,
+) -> torch.Tensor:
+    """:func:`posenc.alibi_bias` as a ``(heads, q, k)`` tensor in ``dtype`` on ``device``.
+
+    ``"exact"`` rounds the float64 bias once to ``dtype``; ``"bloom"``/``"mpt"`` give their
+    float32 values cast to ``dtype`` as ``build_alibi_tensor(..., dtype)`` casts them;
+    ``"falcon"`` gives bfloat16 values (exact in any of the four dtypes). ``"bloom"`` and
+    ``"falcon"`` raise the slopes with ``torch.pow`` as transformers does: equal to
+    ``build_alibi_tensor`` bit for bit (the NumPy core's correctly rounded power differs by
+    one float32 ulp for some slopes from 32 heads on).
+
+    >>> alibi_bias(1, 3, 3, form="relative")[0]
+    tensor([[ 0.0000,  0.0039,  0.0078],
+            [-0.0039,  0.0000,  0.0039],
+            [-0.0078, -0.0039,  0.0000]])
+    """
+    values = core_alibi.alibi_bias(
+        heads,
+        query_positions,
+        key_positions,
+        form=form,
+        max_bias=max_bias,
+        shard=shard,
+        convention=convention,
+        dtype=np.float64,
+    )  # fmt: skip (the core checks every argument)
+    if convention in ("bloom", "falcon"):
+        return _bloom_family(
+            int(heads), query_positions, key_positions, form, shard, convention, dtype, device
+        )
+    return _tensor(values, dtype, device, exact=convention == "exact")
+
+
+def _bloom_family(
+    heads: int, query_positions: Any, key_positions: Any, form: str, shard: Any,
+    convention: str, dtype: torch.dtype, device: Any,
+) -> torch.Tensor:  # fmt: skip
+    """BLOOM's and Falcon's steps with torch's own float32 ``pow`` (whose rounding NumPy
+    cannot reproduce): ``base^k`` in float32, products in float32 (Falcon: bfloat16)."""
+    lower = 1 << (heads.bit_length() - 1)
+    base = torch.full((), 2 ** (-(2 ** -(math.log2(lower) - 3))), dtype=torch.float32)
+    slopes = torch.pow(base, torch.arange(1, 1 + lower, dtype=torch.int32))
+    if lower != heads:
+        extra = torch.full((), 2 ** (-(2 ** -(math.log2(2 * lower) - 3))), dtype=torch.float32)
+        odd = torch.arange(1, 1 + 2 * (heads - lower), 2, dtype=torch.int32)
+        slopes = torch.cat([slopes, torch.pow(extra, odd)])
+    if shard is not None:
+        rank, ranks = shard
+        slopes = slopes.reshape(ranks, -1)[rank]
+    query = torch.from_numpy(as_positions("query_positions", query_positions))
+    key = torch.from_numpy(as_positions("key_positions", key_positions))
+    rel = key[None, :] - query[:, None]
+    factor = {"key": key[None, :].expand_as(rel), "relative": rel, "distance": -rel.abs()}[form]
+    if convention == "falcon":
+        slopes = slopes.bfloat16()
+    bias = slopes[:, None, None] * factor[None]  # on the host: checking it costs no sync
+    out = check_dtype("dtype", dtype)
+    check_fits(bias.double().numpy(), float(torch.finfo(out).max), str(out).removeprefix("torch."))
+    return bias.to(device=device, dtype=out)
+
+
+def kerple_bias(
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    r1: Any,
+    r2: Any,
+    kind: KerpleKind = "log",
+    dtype: torch.dtype = torch.float32,
+    device: Any = None,
+) -> torch.Tensor:
+    """:func:`posenc.kerple_bias` as a tensor (fixed parameters; learnable ones:
+    :class:`KerpleBias`).
+
+    >>> kerple_bias(2, 2, r1=1.0, r2=2.0, kind="power")
+    tensor([[[ 0., -1.],
+             [-1.,  0.]]])
+    """
+    values = core_kerple(
+        query_positions,
+        key_positions,
+        r1=r1,
+        r2=r2,
+        kind=kind,
+        dtype=np.float64,
+    )
+    return _tensor(values, dtype, device, exact=True)
+
+
+def sandwich_bias(
+    heads: int,
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    dim: int = 128,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: Any = None,
+) -> torch.Tensor:
+    """:func:`posenc.sandwich_bias` as a tensor.
+
+    >>> sandwich_bias(2, 4, 4).shape
+    torch.Size([2, 4, 4])
+    """
+    values = core_sandwich(
+        heads, query_positions, key_positions, dim=dim, base=base, dtype=np.float64
+    )
+    return _tensor(values, dtype, device, exact=True)
+
+
+def _relative_tensor(value: Any) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(np.asarray(core_buckets._relative(value)))
+    if value.numel() == 0 and value.dtype.is_floating_point:  # no positions, of no dtype
+        return torch.zeros(value.shape, dtype=torch.int64, device=value.device)
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"relative_positions must be integers, got dtype {value.dtype}")
+    if value.device.type == "cpu":  # data checks where reading them costs no host sync
+        core_buckets._relative(value.detach().numpy())
+    result: torch.Tensor = value.to(torch.int64)
+    return result
+
+
+def t5_buckets(
+    relative_positions: Any,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    convention: core_buckets.BucketConvention = "exact",
+) -> torch.Tensor:
+    """:func:`posenc.t5_buckets` for tensors: int64, on the input's device.
+
+    ``"transformers"`` runs ``_relative_position_bucket``'s float32 steps with ``torch.log``:
+    equal to it bit for bit. ``"exact"`` reads the positions (a host copy) and uses the core.
+
+    >>> t5_buckets(torch.tensor([-200, -16, 0, 3]), convention="transformers")
+    tensor([15, 10,  0, 19])
+    """
+    rel = _relative_tensor(relative_positions)
+    # the core checks every setting (on one zero: the data stay where they are) ...
+    settings = {"bidirectional": bidirectional, "num_buckets": num_buckets,
+                "max_distance": max_distance, "convention": convention}  # fmt: skip
+    core_buckets.t5_buckets(np.zeros(1, dtype=np.int64), **settings)  # type: ignore[arg-type]
+    if convention == "exact":  # ... and gives the exact buckets, reading the positions
+        exact = core_buckets.t5_buckets(rel.detach().cpu().numpy(), **settings)  # type: ignore[arg-type]
+        return torch.from_numpy(exact).to(rel.device)
+    side = num_buckets // 2 if bidirectional else num_buckets
+    small = side // 2
+    offset = (rel > 0).to(torch.int64) * side if bidirectional else torch.zeros_like(rel)
+    distance = rel.abs() if bidirectional else (-rel).clamp(min=0)
+    logs = torch.log(distance.float() / small) / math.log(max_distance / small)
+    large = (small + (logs * (side - small)).to(torch.int64)).clamp(max=side - 1)
+    buckets: torch.Tensor = offset + torch.where(distance < small, distance, large)
+    return buckets
+
+
+def deberta_buckets(
+    relative_positions: Any,
+    *,
+    bucket_size: int = 256,
+    max_position: int = 512,
+    convention: core_buckets.BucketConvention = "exact",
+) -> torch.Tensor:
+    """:func:`posenc.deberta_buckets` for tensors (sign: query − key), int64.
+
+    ``"transformers"`` runs ``make_log_bucket_position``'s float32 steps with ``torch.log``.
+
+    >>> deberta_buckets(torch.tensor([-100, 0, 100]), convention="transformers")
+    tensor([-100,    0,  100])
+    """
+    rel = _relative_tensor(relative_positions)
+    settings = {"bucket_size": bucket_size, "max_position": max_position, "convention": convention}
+    core_buckets.deberta_buckets(np.zeros(1, dtype=np.int64), **settings)  # type: ignore[arg-type]
+    if convention == "exact":
+        exact = core_buckets.deberta_buckets(rel.detach().cpu().numpy(), **settings)  # type: ignore[arg-type]
+        return torch.from_numpy(exact).to(rel.device)
+    mid = check_count("bucket_size", bucket_size, minimum=2) // 2
+    inside = (rel < mid) & (rel > -mid)
+    magnitude = torch.where(inside, torch.full_like(rel, mid - 1), rel.abs())
+    denominator = torch.log(torch.tensor((max_position - 1) / mid, device=rel.device))
+    log_pos = torch.ceil(torch.log(magnitude / mid) / denominator * (mid - 1)) + mid
+    bucket = torch.where(magnitude <= mid, rel.to(log_pos.dtype), log_pos * torch.sign(rel))
+    return bucket.to(torch.int64)

@@ -1,0 +1,486 @@
+"""Fuzz the attention biases of the NumPy core (see ``contract.py``).
+
+Valid calls are checked against independent float64 references: the slopes by the paper's
+rule, every dense bias by its formula on the positions, the buckets by integer comparisons.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import posenc
+
+from .contract import DOUBTFUL, Args, choose, expect_array, run
+from .profile import fuzz
+from .values import HUGE, INF, NAN, WRONG_TYPES, count, flag, name, positive
+
+ALIBI_CONVENTIONS = ("exact", "bloom", "mpt", "falcon")
+BUCKET_CONVENTIONS = ("exact", "transformers")
+FLOAT_OUT = choose(
+    st.sampled_from([np.float32, np.float64, "float32", "f8"]),
+    st.sampled_from([np.int32, "bfloat16", bool, complex, 1.5, "x"]),
+    st.sampled_from([np.float16]),  # may overflow: refused by name (dtype) or finite
+)
+
+
+def _position_lists() -> st.SearchStrategy[Any]:
+    values = st.integers(-(10**6), 10**6)
+    return st.one_of(
+        st.integers(0, 9),
+        st.lists(values, max_size=5),
+        st.lists(values, max_size=5).map(lambda v: np.array(v, dtype=np.int64)),
+        st.lists(st.integers(0, 120), max_size=5).map(lambda v: np.array(v, dtype=np.uint8)),
+        st.lists(st.integers(-1000, 1000), max_size=4).map(lambda v: np.array(v, float)),
+    )
+
+
+HOSTILE_POSITIONS = st.sampled_from(
+    [
+        *WRONG_TYPES,
+        -1,
+        2.5,
+        NAN,
+        [0.5],
+        [NAN],
+        [1, INF],
+        [2**53 + 1],
+        [-(2**53) - 1],
+        [[1, 2], [3]],
+        np.zeros((2, 2), dtype=np.int64),
+        np.array([1 + 1j]),
+        np.array(["1"]),
+        2**60,
+        10**30,
+    ]
+)
+
+
+def bias_positions() -> st.SearchStrategy[Any]:
+    return choose(_position_lists(), HOSTILE_POSITIONS)
+
+
+def meaning(value: Any) -> np.ndarray:
+    """Valid positions as int64: an int is a length."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return np.arange(int(value), dtype=np.int64)
+    return np.asarray(value).astype(np.int64).reshape(-1)
+
+
+def paper_slopes(heads: int, max_bias: float) -> np.ndarray:
+    """The paper's rule, recursively, in float64 (``2**x`` is correctly rounded)."""
+    if heads & (heads - 1) == 0:
+        return np.array([2.0 ** (-max_bias * (k + 1) / heads) for k in range(heads)])
+    lower = 1 << (heads.bit_length() - 1)
+    return np.concatenate(
+        [paper_slopes(lower, max_bias), paper_slopes(2 * lower, max_bias)[0::2][: heads - lower]]
+    )
+
+
+def shards(heads: Any) -> st.SearchStrategy[Any]:
+    """A valid ``(rank, ranks)`` of ``heads`` or a hostile one."""
+    hostile = st.sampled_from(
+        [(0, 0), (1, 1), (-1, 2), "01", (0,), (0, 1, 2), (0.5, 1), (0, 10**30), (True, 1), None]
+    )
+    plain = isinstance(heads, int | np.integer) and not isinstance(heads, bool | np.bool_)
+    if not (plain and 1 <= heads <= 1000):
+        return choose(st.just((0, 1)), hostile)
+    ranks = [r for r in range(1, int(heads) + 1) if int(heads) % r == 0]
+    valid = st.sampled_from(ranks).flatmap(lambda r: st.tuples(st.integers(0, r - 1), st.just(r)))
+    return choose(valid, hostile | st.just((0, int(heads) + 1)))
+
+
+def _alibi_args(a: Args, data: st.DataObject) -> tuple[Any, Any, Any, str]:
+    heads = a.draw("heads", count(1, 70))
+    max_bias = a.draw("max_bias", positive(0.5, 16.0, extra=(8.0, 8)), optional=True)
+    convention = a.draw("convention", name(ALIBI_CONVENTIONS), optional=True)
+    if convention in ("bloom", "falcon") and max_bias is not None and max_bias != 8:
+        a.kinds["max_bias"] = a.kinds["max_bias"] if a.kinds["max_bias"] != "valid" else DOUBTFUL
+    shard = None
+    if data.draw(st.booleans(), label="sharded"):
+        shard = a.draw("shard", shards(heads))
+    mode = convention if isinstance(convention, str) else "exact"
+    return heads, max_bias, shard, mode
+
+
+def _sharded(slopes: np.ndarray, shard: Any) -> np.ndarray:
+    if shard is None:
+        return slopes
+    rank, ranks = shard
+    return slopes.reshape(ranks, -1)[rank]
+
+
+@fuzz()
+@given(st.data())
+def test_alibi_slopes(data: st.DataObject) -> None:
+    a = Args(data)
+    heads, max_bias, shard, mode = _alibi_args(a, data)
+
+    def check(out: np.ndarray) -> None:
+        want = _sharded(paper_slopes(int(heads), float(max_bias or 8.0)), shard)
+        expect_array(out, want.shape, np.float64 if mode == "exact" else np.float32)
+        # exact: within an ulp of the correctly rounded power; the framework conventions
+        # round in float32 (BLOOM: up to 11 float32 ulps) or to bfloat16 (Falcon)
+        rtol = {"exact": 2**-52, "falcon": 2**-8}.get(mode, 12 * 2**-23)
+        np.testing.assert_allclose(out, want, rtol=rtol, atol=0)
+
+    run(a.call("posenc.alibi_slopes", posenc.alibi_slopes, check))
+
+
+@fuzz()
+@given(st.data())
+def test_alibi_bias(data: st.DataObject) -> None:
+    a = Args(data)
+    heads, max_bias, shard, mode = _alibi_args(a, data)
+    query = a.draw("query_positions", bias_positions())
+    key = a.draw("key_positions", bias_positions())
+    form = a.draw("form", name(("distance", "relative", "key")), optional=True)
+    dtype = a.draw("dtype", FLOAT_OUT, optional=True)
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query), meaning(key)
+        slopes = _sharded(paper_slopes(int(heads), float(max_bias or 8.0)), shard)
+        rel = (k[None, :] - q[:, None]).astype(np.float64)
+        factor = {"key": np.broadcast_to(k[None, :], rel.shape), "relative": rel}.get(
+            form or "distance", -np.abs(rel)
+        )
+        want = slopes[:, None, None] * factor[None]
+        out_dtype = np.dtype(dtype or np.float32)
+        got = expect_array(out, want.shape, out_dtype).astype(np.float64)
+        # one rounding to the output (exact); the conventions' float32/bfloat16 steps on top
+        step = {"exact": 0.0, "falcon": 2**-7}.get(mode, 24 * 2**-23)
+        rtol = max(float(np.finfo(out_dtype).eps), step)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-300)
+
+    run(a.call("posenc.alibi_bias", posenc.alibi_bias, check))
+
+
+def _bucket_settings(a: Args, bidirectional: bool | None) -> tuple[int, int]:
+    num_buckets = a.draw("num_buckets", count(2, 64), optional=True)
+    max_distance = a.draw("max_distance", count(1, 400), optional=True)
+    if a.kinds.get("num_buckets", "valid") != "valid":
+        num_buckets = None  # refused anyway: any setting serves
+    if a.kinds.get("max_distance", "valid") != "valid":
+        max_distance = None
+    side = int(num_buckets or 32)
+    side = side // 2 if bidirectional in (None, True) else side
+    valid_distance = max_distance is not None and a.kinds["max_distance"] == "valid"
+    if valid_distance and int(max_distance) <= side // 2:  # <= max_exact: refused by name
+        a.kinds["max_distance"] = DOUBTFUL
+    if num_buckets is not None and a.kinds["num_buckets"] == "valid" and side < 2:
+        a.kinds["num_buckets"] = DOUBTFUL
+    return int(num_buckets or 32), int(max_distance or 128)
+
+
+def t5_reference(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    """T5's bucket of ``rel = key − query`` by exact integer comparisons."""
+    side, offset = num_buckets, 0
+    if bidirectional:
+        side //= 2
+        offset = side if rel > 0 else 0
+        d = abs(rel)
+    else:
+        d = max(-rel, 0)
+    exact = side // 2
+    if d < exact:
+        return offset + d
+    n, t = side - exact, 0
+    while t < n and d**n * exact ** (t + 1) >= exact**n * max_distance ** (t + 1):
+        t += 1
+    return offset + min(exact + t, side - 1)
+
+
+RELATIVE = choose(
+    st.one_of(
+        st.lists(st.integers(-(10**6), 10**6), max_size=6).map(np.array),
+        st.lists(st.integers(-(10**6), 10**6), max_size=6),
+        st.integers(-(10**6), 10**6),
+        st.lists(st.integers(-50, 50), min_size=4, max_size=4).map(
+            lambda v: np.array(v, dtype=np.int32).reshape(2, 2)
+        ),
+    ),
+    st.sampled_from(
+        [*WRONG_TYPES, 2.5, [0.5], [NAN], [INF], [2**54 + 1], [2**63], np.array(["1"])]
+    ),
+)
+
+
+@fuzz()
+@given(st.data())
+def test_t5_buckets(data: st.DataObject) -> None:
+    a = Args(data)
+    rel = a.draw("relative_positions", RELATIVE)
+    bidirectional = a.draw("bidirectional", flag(), optional=True)
+    num_buckets, max_distance = _bucket_settings(a, bidirectional)
+    a.draw("convention", name(BUCKET_CONVENTIONS), optional=True)
+
+    def check(out: np.ndarray) -> None:
+        values = np.asarray(rel, dtype=np.int64)
+        expect_array(out, values.shape, np.int64)
+        both = True if bidirectional is None else bool(bidirectional)
+        want = [t5_reference(int(r), both, num_buckets, max_distance) for r in values.flat]
+        # transformers' float32 log may land one bucket off at an edge; exact never does
+        got = out.reshape(-1).tolist()
+        if a.kwargs.get("convention") == "transformers":
+            assert all(abs(g - w) <= 1 for g, w in zip(got, want, strict=True)), (got, want)
+        else:
+            assert got == want, (got, want)
+
+    run(a.call("posenc.t5_buckets", posenc.t5_buckets, check))
+
+
+def deberta_reference(rel: int, bucket_size: int, max_position: int) -> int:
+    """DeBERTa's log bucket of ``rel`` by exact integer comparisons."""
+    mid = bucket_size // 2
+    if abs(rel) <= mid:
+        return rel
+    scale, t, top = mid - 1, 0, max_position - 1
+    while abs(rel) ** scale * mid**t > top**t * mid**scale:
+        t += 1
+    return int(math.copysign(mid + t, rel))
+
+
+@fuzz()
+@given(st.data())
+def test_deberta_buckets(data: st.DataObject) -> None:
+    a = Args(data)
+    rel = a.draw("relative_positions", RELATIVE)
+    bucket_size = a.draw("bucket_size", count(4, 300), optional=True)
+    max_position = a.draw("max_position", count(4, 1024), optional=True)
+    if a.kinds.get("bucket_size", "valid") != "valid":
+        bucket_size = None  # refused anyway: any setting serves
+    if a.kinds.get("max_position", "valid") != "valid":
+        max_position = None
+    mid = int(bucket_size or 256) // 2
+    if int(max_position or 512) - 1 <= mid:  # the log's ratio must exceed 1: refused
+        for key in ("bucket_size", "max_position"):
+            if a.kinds.get(key) == "valid":
+                a.kinds[key] = DOUBTFUL
+    a.draw("convention", name(BUCKET_CONVENTIONS), optional=True)
+
+    def check(out: np.ndarray) -> None:
+        values = np.asarray(rel, dtype=np.int64)
+        expect_array(out, values.shape, np.int64)
+        want = [
+            deberta_reference(int(r), int(bucket_size or 256), int(max_position or 512))
+            for r in values.flat
+        ]
+        got = out.reshape(-1).tolist()
+        if a.kwargs.get("convention") == "transformers":
+            assert all(abs(g - w) <= 1 for g, w in zip(got, want, strict=True)), (got, want)
+        else:
+            assert got == want, (got, want)
+
+    run(a.call("posenc.deberta_buckets", posenc.deberta_buckets, check))
+
+
+TABLES = st.integers(1, 3).flatmap(
+    lambda h: st.lists(st.floats(-100, 100, allow_nan=False), min_size=32 * h, max_size=32 * h).map(
+        lambda v: np.array(v).reshape(32, h)
+    )
+)
+
+
+@fuzz()
+@given(st.data())
+def test_t5_bias(data: st.DataObject) -> None:
+    a = Args(data)
+    table = a.draw(
+        "table",
+        choose(
+            TABLES,
+            st.sampled_from(
+                [
+                    None,
+                    "x",
+                    np.zeros((31, 2)),
+                    np.zeros(32),
+                    np.full((32, 1), NAN),
+                    np.full((32, 2), INF),
+                    np.zeros((32, 1), dtype=bool),
+                ]
+            ),
+        ),
+    )
+    query = a.draw("query_positions", bias_positions())
+    key = a.draw("key_positions", bias_positions())
+    bidirectional = a.draw("bidirectional", flag(), optional=True)
+    dtype = a.draw("dtype", FLOAT_OUT, optional=True)
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query), meaning(key)
+        rel = k[None, :] - q[:, None]
+        both = True if bidirectional is None else bool(bidirectional)
+        buckets = np.array(
+            [t5_reference(int(r), both, 32, 128) for r in rel.flat], dtype=np.int64
+        ).reshape(rel.shape)
+        want = np.moveaxis(np.asarray(table)[buckets], -1, 0)
+        out_dtype = np.dtype(dtype or np.float32)
+        np.testing.assert_array_equal(
+            expect_array(out, want.shape, out_dtype), want.astype(out_dtype)
+        )
+
+    run(a.call("posenc.t5_bias", posenc.t5_bias, check))
+
+
+@fuzz()
+@given(st.data())
+def test_relative_positions(data: st.DataObject) -> None:
+    a = Args(data)
+    query = a.draw("query_positions", bias_positions())
+    key = a.draw("key_positions", bias_positions())
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query), meaning(key)
+        want = k[None, :] - q[:, None]
+        np.testing.assert_array_equal(expect_array(out, want.shape, np.int64), want)
+
+    run(a.call("posenc.relative_positions", posenc.relative_positions, check))
+
+
+@fuzz()
+@given(st.data())
+def test_relative_sinusoid_table(data: st.DataObject) -> None:
+    a = Args(data)
+    length = a.draw("length", count(1, 12))
+    d = a.draw("d_model", count(1, 16))
+    base = a.draw("base", positive(2.0, 1e5, extra=(10000.0,)), optional=True)
+    dtype = a.draw("dtype", FLOAT_OUT, optional=True)
+
+    def check(out: np.ndarray) -> None:
+        L, width = int(length), int(d)
+        p = np.arange(L - 1, -L, -1, dtype=np.float64)[:, None]
+        i = np.arange(width)
+        omega = float(base or 10000.0) ** (-(i - i % 2) / width)
+        want = np.where(i % 2 == 0, np.sin(p * omega), np.cos(p * omega))
+        out_dtype = np.dtype(dtype or np.float32)
+        got = expect_array(out, want.shape, out_dtype).astype(np.float64)
+        np.testing.assert_allclose(got, want, atol=float(np.finfo(out_dtype).eps) + 1e-12)
+
+    run(a.call("posenc.relative_sinusoid_table", posenc.relative_sinusoid_table, check))
+
+
+def _per_head(lo: float, hi: float) -> st.SearchStrategy[Any]:
+    one = st.floats(lo, hi, allow_nan=False)
+    return choose(
+        one | st.lists(one, min_size=1, max_size=3).map(np.array),
+        st.sampled_from([*WRONG_TYPES, NAN, INF, -1.0, 0.0, [1.0, NAN], np.zeros((2, 2)) + 1]),
+    )
+
+
+@fuzz()
+@given(st.data())
+def test_kerple_bias(data: st.DataObject) -> None:
+    a = Args(data)
+    query = a.draw("query_positions", bias_positions())
+    key = a.draw("key_positions", bias_positions())
+    kind = a.draw("kind", name(("log", "power")), optional=True)
+    r1 = a.draw("r1", _per_head(0.01, 4.0))
+    r2 = a.draw("r2", _per_head(0.01, 2.0))
+    if np.ndim(r1) and np.ndim(r2) and np.shape(r1) != np.shape(r2):
+        a.kinds["r2"] = DOUBTFUL if a.kinds["r2"] == "valid" else a.kinds["r2"]
+    dtype = a.draw("dtype", FLOAT_OUT, optional=True)
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query), meaning(key)
+        dist = np.abs(k[None, :] - q[:, None]).astype(np.float64)[None]
+        s = np.atleast_1d(np.asarray(r1, float))[:, None, None]
+        r = np.atleast_1d(np.asarray(r2, float))[:, None, None]
+        want = -s * (np.log1p(r * dist) if (kind or "log") == "log" else dist**r)
+        want = np.broadcast_to(want, (max(s.shape[0], r.shape[0]), *dist.shape[1:]))
+        out_dtype = np.dtype(dtype or np.float32)
+        got = expect_array(out, want.shape, out_dtype).astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=float(np.finfo(out_dtype).eps), atol=1e-300)
+
+    run(a.call("posenc.kerple_bias", posenc.kerple_bias, check))
+
+
+@fuzz()
+@given(st.data())
+def test_fire_distance(data: st.DataObject) -> None:
+    a = Args(data)
+    query = a.draw(
+        "query_positions",
+        choose(
+            st.integers(0, 9) | st.lists(st.integers(0, 10**6), max_size=5),
+            HOSTILE_POSITIONS | st.just([-3]),
+        ),
+    )
+    key = a.draw("key_positions", bias_positions())
+    c = a.draw("c", positive(0.01, 10.0), optional=True)
+    threshold = a.draw("threshold", positive(0.5, 100.0), optional=True)
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query).astype(np.float64), meaning(key).astype(np.float64)
+        scale, floor = float(c or 1.0), float(threshold or 1.0)
+        causal = np.maximum(q[:, None] - k[None, :], 0.0)
+        want = np.log1p(scale * causal) / np.log1p(scale * np.maximum(q, floor))[:, None]
+        got = expect_array(out, want.shape, np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
+
+    run(a.call("posenc.fire_distance", posenc.fire_distance, check))
+
+
+@fuzz()
+@given(st.data())
+def test_sandwich_bias(data: st.DataObject) -> None:
+    a = Args(data)
+    heads = a.draw("heads", count(1, 8))
+    query = a.draw("query_positions", bias_positions())
+    key = a.draw("key_positions", bias_positions())
+    dim = a.draw("dim", count(2, 64), optional=True)
+    if dim is not None and a.kinds["dim"] == "valid" and dim % 2:
+        a.kinds["dim"] = DOUBTFUL  # an odd dim is refused
+    base = a.draw("base", positive(2.0, 1e5, extra=(10000.0,)), optional=True)
+    dtype = a.draw("dtype", FLOAT_OUT, optional=True)
+
+    def check(out: np.ndarray) -> None:
+        q, k = meaning(query), meaning(key)
+        width = int(dim or 128)
+        omega = float(base or 10000.0) ** (-2.0 * np.arange(width // 2) / width)
+        dist = np.abs(k[None, :] - q[:, None]).astype(np.float64)
+        total = np.cos(dist[..., None] * omega).sum(-1)
+        h = int(heads)
+        want = (h / (8.0 * np.arange(1, h + 1)))[:, None, None] * total[None]
+        out_dtype = np.dtype(dtype or np.float32)
+        got = expect_array(out, want.shape, out_dtype).astype(np.float64)
+        tol = float(np.finfo(out_dtype).eps) * max(1.0, float(np.abs(want).max(initial=0)))
+        np.testing.assert_allclose(got, want, atol=tol + 1e-12 * width)
+
+    run(a.call("posenc.sandwich_bias", posenc.sandwich_bias, check))
+
+
+@fuzz()
+@given(st.data())
+def test_xpos_scales(data: st.DataObject) -> None:
+    a = Args(data)
+    where = a.draw(
+        "positions",
+        choose(
+            st.integers(0, 9) | st.lists(st.integers(-4096, 4096), max_size=5),
+            HOSTILE_POSITIONS.filter(lambda v: not isinstance(v, list) or v != [1, INF])
+            | st.sampled_from(HUGE[3:]),
+        ),
+    )
+    head_dim = a.draw("head_dim", count(2, 32))
+    if isinstance(head_dim, int | np.integer) and a.kinds["head_dim"] == "valid" and head_dim % 2:
+        a.kinds["head_dim"] = DOUBTFUL
+    scale_base = a.draw("scale_base", positive(16.0, 4096.0, extra=(512.0,)), optional=True)
+    gamma = a.draw("gamma", positive(0.05, 2.0, extra=(0.4,)), optional=True)
+    pairs = a.draw("pairs", name(("interleaved", "half")), optional=True)
+
+    def check(out: np.ndarray) -> None:
+        p = meaning(where).astype(np.float64)
+        dim, g = int(head_dim), float(gamma or 0.4)
+        zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+        scales = zeta ** (p[:, None] / float(scale_base or 512.0))
+        half = (pairs or "interleaved") == "half"
+        want = np.concatenate([scales, scales], -1) if half else np.repeat(scales, 2, -1)
+        got = expect_array(out, want.shape, np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+    run(a.call("posenc.xpos_scales", posenc.xpos_scales, check))
