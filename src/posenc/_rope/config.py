@@ -385,7 +385,7 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
     )
     if tower is not None and not tower.rotary:
         reading.rotary = False
-        reading.notes.append(f"{where}: {tower.note}")
+        reading.notes.append(tower.note)
     kind = d.get("position_embedding_type", "rotary")  # null: no position embedding (Granite)
     if kind is not None:
         values.text(where, "position_embedding_type", kind)
