@@ -233,3 +233,30 @@ def test_a_config_claiming_billions_of_layers_is_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "num_hidden_layers must be an integer in [0, 65536]" in err
+
+
+def test_vision_prints_the_plan_of_the_vision_tower(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {**QWEN2_VL, "vision_config": {"depth": 2, "embed_dim": 64, "num_heads": 4}}
+    text = plan_output(tmp_path, config, capsys, "--vision")
+    assert "model_type qwen2_vl_vision, 2 layers" in text
+    assert rows(text)["0-1"][2:5] == ["axial", "10000", "16/16"]
+    assert "height,width (4/4)" in text
+    assert "note: config.vision_config gives no model_type: read as 'qwen2_vl_vision'" in text
+    report = json.loads(plan_output(tmp_path, config, capsys, "--vision", "--json"))
+    expected = posenc.rope_plan(config, vision=True).layer()
+    assert report["kinds"][0]["frequencies"] == expected.frequencies.tolist()
+    assert report["model_type"] == "qwen2_vl_vision"
+    # without --vision: the language model's plan, whose notes name the tower
+    assert "model_type qwen2_vl, 2 layers" in plan_output(tmp_path, config, capsys)
+
+
+def test_vision_without_a_vision_config_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, QWEN2_VL)
+    assert main(["plan", str(path), "--vision"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert f"{path}: config has no vision_config" in err

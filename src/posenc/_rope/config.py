@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import config_values as values
+from .vision import VISION_TOWERS, standardize, vision_type
 
 __all__ = ["NOT_ATTENTION", "ConfigReading", "read_config"]
 
@@ -144,7 +145,23 @@ def _as_dict(config: Any) -> dict[str, Any]:
 
 
 def _has_rope(config: Any) -> bool:
-    return any(_get(config, k) is not None for k in _ROPE_KEYS)
+    return (
+        any(_get(config, k) is not None for k in _ROPE_KEYS)
+        or _get(config, "model_type") in VISION_TOWERS
+    )
+
+
+def _is_config(value: Any) -> bool:
+    return value is not None and not isinstance(value, str | numbers.Number)
+
+
+def _rotary_tower(vision: Any, parent: Any) -> bool:
+    """Whether a ``vision_config`` rotates: rope keys, or a tower whose class implies them."""
+    model = vision_type(_get(vision, "model_type"), _get(parent, "model_type"))
+    tower = VISION_TOWERS.get(model or "")
+    if tower is not None:
+        return tower.rotary
+    return _has_rope(vision)
 
 
 def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
@@ -160,11 +177,7 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
         if _has_rope(config):
             break
         vision = _get(config, "vision_config")
-        if (
-            vision is not None
-            and not isinstance(vision, str | numbers.Number)
-            and _has_rope(vision)
-        ):
+        if _is_config(vision) and _rotary_tower(vision, config):
             towers.append(f"{where}.vision_config")
         for name in ("text_config", "thinker_config"):
             sub = _get(config, name)
@@ -180,6 +193,37 @@ def _language_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
         )
     d = values.check_all(_as_dict(config), where)
     return d, where, towers
+
+
+def _vision_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
+    """The ``vision_config`` of a composite config (also inside ``thinker_config``), with the
+    model_type its block leaves out inferred from the composite's (:data:`VISION_OF`)."""
+    if not isinstance(config, Mapping) and not hasattr(config, "__dict__"):
+        raise TypeError(
+            "config must be a transformers config (with to_dict()) or a dict read from "
+            f"config.json, got {type(config).__name__}"
+        )
+    where, parent = "config", _get(config, "model_type")
+    if not _is_config(_get(config, "vision_config")) and _is_config(_get(config, "thinker_config")):
+        config, where = _get(config, "thinker_config"), "config.thinker_config"
+        parent = _get(config, "model_type") or parent
+    vision = _get(config, "vision_config")
+    if not _is_config(vision):
+        raise ValueError(
+            f"{where} has no vision_config (a dict of the vision tower's settings), got "
+            f"{vision!r}: vision=True reads the vision tower of a composite config"
+        )
+    d = _as_dict(vision)
+    where += ".vision_config"
+    notes = []
+    model = vision_type(d.get("model_type"), parent)
+    if model != d.get("model_type"):
+        given = d.get("model_type")
+        said = "no model_type" if given is None else f"model_type {given!r}"
+        notes.append(f"{where} gives {said}: read as {model!r}, the vision tower of {parent!r}")
+        d["model_type"] = model
+    values.check_all(d, where)
+    return d, where, notes
 
 
 def _int(where: str, name: str, value: Any) -> int:
@@ -304,9 +348,18 @@ def _head_dims(
     return tuple(dims)
 
 
-def read_config(config: Any) -> ConfigReading:
-    """Read the RoPE settings of ``config`` (see the module docstring for the spellings)."""
-    d, where, towers = _language_part(config)
+def read_config(config: Any, vision: bool = False) -> ConfigReading:
+    """Read the RoPE settings of ``config`` (see the module docstring for the spellings); with
+    ``vision``, of its ``vision_config``."""
+    towers: list[str] = []
+    if vision:
+        d, where, found = _vision_part(config)
+    else:
+        d, where, towers = _language_part(config)
+        found = []
+    tower = VISION_TOWERS.get(str(d.get("model_type")))
+    if tower is not None:
+        found += standardize(d, where)
     head_dim = _head_dim(d, where)
     layer_types = _layer_types(d, where)
     count = len(layer_types) if layer_types is not None else _layer_count(d, where)
@@ -331,6 +384,9 @@ def read_config(config: Any) -> ConfigReading:
         top=d,
         no_rope=_no_rope_layers(d, where, count),
     )
+    if tower is not None and not tower.rotary:
+        reading.rotary = False
+        reading.notes.append(tower.note)
     kind = d.get("position_embedding_type", "rotary")  # null: no position embedding (Granite)
     if kind is not None:
         values.text(where, "position_embedding_type", kind)
@@ -340,8 +396,10 @@ def read_config(config: Any) -> ConfigReading:
             f"{where}.position_embedding_type = {kind!r}: the attention "
             "does not rotate (RoPE is 'rotary' or 'rope')"
         )
+    reading.notes += found
     reading.notes += [
-        f"{tower} has RoPE settings of its own: its plan is posenc.rope_plan({tower})"
-        for tower in towers
+        f"{name} has RoPE settings of its own: its plan is posenc.rope_plan({name}), or "
+        "posenc.rope_plan(config, vision=True)"
+        for name in towers
     ]
     return reading

@@ -526,14 +526,20 @@ def _layers(
     return tuple(layers)
 
 
-def rope_plan(config: Any) -> RopePlan:
+def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
     """The RoPE of every layer of a model, read from its Hugging Face config.
 
     Args:
         config: a ``transformers`` config object (``LlamaConfig``, ``Gemma3TextConfig``, a
             composite config such as ``Qwen2VLConfig``, whose ``text_config`` is read), or a
             dict loaded from a ``config.json`` (4.x ``rope_scaling`` + ``rope_theta`` or 5.x
-            ``rope_parameters``, flat or nested by layer type).
+            ``rope_parameters``, flat or nested by layer type). A vision tower's config
+            (``Qwen2VLVisionConfig``, ``{"model_type": "qwen2_vl_vision", ...}``) needs no
+            rope key: its rotary class's axial layout and default base apply.
+        vision: read the composite config's ``vision_config`` (inside ``thinker_config`` for
+            the Omni models) instead of its language model; a block without ``model_type`` (as
+            ``config.json`` files write it) is read as the vision tower of the composite's
+            model_type (``qwen2_vl`` -> ``qwen2_vl_vision``, docs/rope-plans.md lists them).
 
     Returns:
         a :class:`RopePlan`: ``plan.layers`` (one :class:`RopeLayer` per layer),
@@ -561,7 +567,7 @@ def rope_plan(config: Any) -> RopePlan:
     >>> cos.shape
     (2, 8)
     """
-    reading = read_config(config)
+    reading = read_config(config, vision=config_values.boolean("", "vision", vision))
     pairs = pairs_of(reading)
     kinds = _kinds(reading, pairs)
     return RopePlan(

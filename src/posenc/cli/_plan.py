@@ -5,7 +5,8 @@ distinct kind of layer (which layers, rope type, base, rotated and head channels
 attention factor, axes and sections, whether the layer rotates), then the scaling parameters,
 where each pair layout comes from, the inert keys and the notes. ``--json`` prints the same as
 one JSON object (docs/reference/cli.md describes its fields), the frequencies as float64
-numbers written with enough digits to read back exactly.
+numbers written with enough digits to read back exactly. ``--vision`` prints the plan of the
+file's ``vision_config`` (``posenc.rope_plan(config, vision=True)``).
 
 The file is read defensively: its size is checked against ``--max-bytes`` before it is read,
 it must be UTF-8 JSON holding one object nested at most 64 levels deep, and a config the plan
@@ -41,6 +42,13 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("config", type=Path, metavar="CONFIG", help="a config.json file")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
+        "--vision",
+        action="store_true",
+        help="the plan of the vision tower (the file's vision_config; a block without "
+        "model_type is read as the tower of the file's model_type, e.g. qwen2_vl -> "
+        "qwen2_vl_vision)",
+    )
+    parser.add_argument(
         "--layer-type",
         metavar="T",
         help="show only the layers of this type (e.g. sliding_attention)",
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
     config = read_config_file(args.config, max_bytes)
     try:
-        plan = rope_plan(config)
+        plan = rope_plan(config, vision=args.vision)
         if args.layer_type is not None:
             plan.layer(args.layer_type)  # checks the name
     except (ValueError, TypeError) as exc:
