@@ -1,16 +1,26 @@
-"""Runs without the optional packages (torch, matplotlib) skip what needs them.
+"""Runs without the optional packages (torch, matplotlib) skip what needs them; under CI a
+missing reference library fails instead.
 
 ``make test-py310`` runs the whole suite with NumPy only: the tests that need torch or
 matplotlib skip themselves, and this file leaves out the docstring examples of the modules that
 cannot be imported without them (``--doctest-modules`` would report an import error) and the
 README's examples (they use torch). With the full development environment nothing is left out.
+
+Under the environment variable ``CI`` every ``pytest.importorskip`` of a missing module fails
+the run instead of skipping (as ``tests/references.py``'s ``require`` does): CI installs the
+whole test stack, so a missing reference is a broken environment, never a quiet skip. The one
+exception is a reference that does not install cleanly on CPU and is not in the stack
+(:data:`OUTSIDE_THE_STACK`). ``make test-py310`` clears ``CI``: its environment leaves out
+everything beyond NumPy on purpose.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +30,38 @@ _SRC = _ROOT / "src"
 _TORCH_TESTS = _ROOT / "tests" / "torch"
 # file at the repository root → the optional packages its examples import
 _NEEDS = {"README.md": ("torch",)}
+
+
+#: references the test stack leaves out, and why: they may skip even under CI
+OUTSIDE_THE_STACK = {
+    "keras_hub": "keras-hub requires tensorflow-text (TensorFlow), which is not installed",
+    "keras": "keras is only used with keras-hub, which is not installed",
+}
+
+_importorskip = pytest.importorskip
+
+
+def importorskip_or_fail(
+    modname: str,
+    minversion: str | None = None,
+    reason: str | None = None,
+    *,
+    exc_type: type[ImportError] | None = None,
+) -> Any:
+    """``pytest.importorskip``, except that under ``CI`` a missing module fails the run."""
+    try:
+        return _importorskip(modname, minversion, reason, exc_type=exc_type)
+    except pytest.skip.Exception as exc:
+        if os.environ.get("CI") and modname.partition(".")[0] not in OUTSIDE_THE_STACK:
+            pytest.fail(
+                f"{exc.msg}; under CI every reference library must be installed "
+                "(pip install -r requirements-dev.txt)",
+                pytrace=False,
+            )
+        raise
+
+
+pytest.importorskip = importorskip_or_fail
 
 
 def _missing_optional(exc: BaseException | None) -> str | None:
