@@ -23,9 +23,9 @@ from .conftest import request
 STATIC = Path(posenc.__file__).parent / "explore" / "static"
 
 
-def test_twelve_panels_each_with_a_sentence_and_labelled_controls() -> None:
-    assert len(PANELS) == 12
-    assert len({p.name for p in PANELS}) == 12
+def test_fourteen_panels_each_with_a_sentence_and_labelled_controls() -> None:
+    assert len(PANELS) == 14
+    assert len({p.name for p in PANELS}) == 14
     for panel in PANELS:
         assert panel.look.endswith("."), panel.name
         assert len(panel.look.split()) >= 6, panel.name
@@ -51,6 +51,99 @@ def test_numbers_equal_direct_posenc_calls(server: ExplorerServer) -> None:
     numbers = {n["key"]: n["value"] for n in body["numbers"]}
     expected = analysis.wavelengths(64, base=12345.6, convention="tensor2tensor").longest
     assert float(numbers["longest"]) == expected
+
+
+def _numbers(body: dict) -> dict[str, str]:
+    return {n["key"]: n["value"] for n in body["numbers"]}
+
+
+@pytest.mark.parametrize("convention", ["exact", "bloom", "mpt", "falcon"])
+def test_alibi_numbers_equal_direct_posenc_calls(server: ExplorerServer, convention: str) -> None:
+    max_bias = 8.0 if convention in ("bloom", "falcon") else 5.5
+    query = f"heads=37&max_bias={max_bias}&convention={convention}&shown=3,37&distance=1001"
+    status, body = request(server, f"/api/panel/alibi?{query}")
+    assert status == 200, body
+    numbers = _numbers(body)
+    slopes = posenc.alibi_slopes(37, max_bias=max_bias, convention=convention)
+    assert float(numbers["slope_first"]) == slopes[0]
+    assert float(numbers["slope_last"]) == slopes[36]
+    bias = posenc.alibi_bias(37, [1001], [0], max_bias=max_bias, convention=convention)
+    assert float(numbers["bias_3"]) == bias[2, 0, 0]
+    assert float(numbers["bias_37"]) == bias[36, 0, 0]
+    exact = posenc.alibi_slopes(37, max_bias=max_bias)
+    assert float(numbers["rounding"]) == np.max(np.abs((slopes.astype(np.float64) - exact) / exact))
+    assert (float(numbers["rounding"]) == 0) == (convention == "exact")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("num_buckets=44&max_distance=300&position=-123", ("t5", True)),
+        ("num_buckets=44&max_distance=300&position=77", ("t5", True)),
+        ("num_buckets=20&max_distance=90&position=-61&bidirectional=no", ("t5", False)),
+        ("num_buckets=64&max_distance=300&position=-200&scheme=DeBERTa-v2", ("deberta", None)),
+        ("num_buckets=64&max_distance=300&position=1000&scheme=DeBERTa-v2", ("deberta", None)),
+    ],
+)
+def test_bucket_numbers_equal_direct_posenc_calls(
+    server: ExplorerServer, query: str, expected: tuple[str, bool | None]
+) -> None:
+    status, body = request(server, f"/api/panel/buckets?{query}")
+    assert status == 200, body
+    values = dict(item.split("=") for item in query.split("&"))
+    size, far, r = int(values["num_buckets"]), int(values["max_distance"]), int(values["position"])
+    scheme, bidirectional = expected
+    if scheme == "t5":
+        assert bidirectional is not None
+        call = lambda rel: posenc.t5_buckets(  # noqa: E731
+            rel, num_buckets=size, max_distance=far, bidirectional=bidirectional
+        )
+    else:  # DeBERTa counts query - key
+        call = lambda rel: posenc.deberta_buckets(  # noqa: E731
+            -np.asarray(rel), bucket_size=size, max_position=far
+        )
+    numbers = _numbers(body)
+    assert int(numbers["bucket"]) == call([r])[0]
+    every = np.arange(-2 * far, 2 * far + 1)
+    assert int(numbers["distinct"]) == np.unique(call(every)).size
+    before = call(-np.arange(2 * far + 1))
+    assert int(numbers["last"]) == int(np.argmax(before == before.max()))
+
+
+@pytest.mark.parametrize(
+    ("panel", "query", "message"),
+    [
+        ("alibi", "heads=0", "heads must be an integer in 1 .. 64, got '0'"),
+        ("alibi", "heads=65", "heads must be an integer in 1 .. 64"),
+        ("alibi", "max_bias=0", "max_bias must be a number in 0.125 .. 64"),
+        ("alibi", "max_bias=nan", "max_bias must be a number"),
+        ("alibi", "convention=torch", "convention must be one of exact, bloom, mpt, falcon"),
+        ("alibi", "convention=bloom&max_bias=4", "max_bias must be 8 under convention='bloom'"),
+        ("alibi", "shown=13", "shown must name heads in 1 .. 12, got 13"),
+        ("alibi", "shown=1,x", "shown must be comma-separated head numbers or 'auto'"),
+        ("alibi", "shown=1,2,3,4,5,6,7,8,9", "shown must name at most 8 heads"),
+        ("alibi", "distance=1000001", "distance must be an integer in 1 .. 1000000"),
+        ("buckets", "num_buckets=1", "num_buckets must be an integer in 2 .. 1024"),
+        ("buckets", "num_buckets=2", "num_buckets must be an integer >= 4"),
+        ("buckets", "max_distance=8", "max_distance must be greater than max_exact = 8"),
+        ("buckets", "max_distance=100001", "max_distance must be an integer in 1 .. 100000"),
+        ("buckets", "bidirectional=maybe", "bidirectional must be one of yes, no"),
+        ("buckets", "position=1e3", "position must be an integer"),
+        ("buckets", "scheme=deberta&max_distance=17", "scheme must be one of T5, DeBERTa-v2"),
+        (
+            "buckets",
+            "scheme=DeBERTa-v2&max_distance=17",
+            "max_distance (DeBERTa's max_relative_positions) must be greater than "
+            "num_buckets // 2 + 1 = 17, got 17",
+        ),
+    ],
+)
+def test_bad_bias_values_get_a_message_naming_the_control(
+    server: ExplorerServer, panel: str, query: str, message: str
+) -> None:
+    status, body = request(server, f"/api/panel/{panel}?{query}")
+    assert status == 400, body
+    assert message in body["error"]
 
 
 def test_the_value_under_the_pointer_is_posencs(server: ExplorerServer) -> None:
