@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import re
 import subprocess
 import sys
@@ -305,26 +307,68 @@ def test_an_upload_over_16_mib_is_refused_before_it_is_read(server: ExplorerServ
     assert "16 MiB" in body["error"]
 
 
+#: Seconds a request may take at the 99th percentile while eight clients keep the server busy
+#: (generous: a 2-core machine shared with other work; the slowest panel computes in ~0.1 s).
+P99_SECONDS = 10.0
+
+
+def load_seconds() -> float:
+    """How long the concurrent clients run: ``POSENC_EXPLORE_LOAD_SECONDS`` when set, else 30 s
+    under ``CI`` (``make test`` sets 30 too) and 3 s in a plain run."""
+    text = os.environ.get("POSENC_EXPLORE_LOAD_SECONDS")
+    if text is None:
+        return 30.0 if os.environ.get("CI") else 3.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 600:
+        pytest.fail(
+            f"POSENC_EXPLORE_LOAD_SECONDS must be a number of seconds in (0, 600], got {text!r}"
+        )
+    return seconds
+
+
+@pytest.mark.slow
 def test_eight_concurrent_clients(server: ExplorerServer) -> None:
-    failures: list[object] = []
-    stop = time.monotonic() + 3.0
+    seconds = load_seconds()
+    failures: list[str] = []
+    latencies: list[list[float]] = [[] for _ in range(8)]
+    stop = time.monotonic() + seconds
     names = [p.name for p in PANELS]
 
     def client(i: int) -> None:
         n = i
-        while time.monotonic() < stop:
-            status, body = request(server, f"/api/panel/{names[n % len(names)]}")
-            if status != 200:
-                failures.append(body)
-            n += 1
+        try:
+            while time.monotonic() < stop:
+                name = names[n % len(names)]
+                began = time.perf_counter()
+                status, body = request(server, f"/api/panel/{name}")
+                latencies[i].append(time.perf_counter() - began)
+                if status != 200:
+                    failures.append(f"{name}: {status} {body!r:.200}")
+                n += 1
+        except Exception as exc:  # a refused or dropped connection is a failure too
+            failures.append(f"client {i}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
-    assert not failures
+        t.join(seconds + 120)
     assert not any(t.is_alive() for t in threads)
+    assert not failures, failures[:5]
+    assert all(latencies), "every client completes requests"
+    times = sorted(t for client_times in latencies for t in client_times)
+    p99 = times[math.ceil(0.99 * len(times)) - 1]
+    assert p99 < P99_SECONDS, f"p99 latency {p99:.2f} s over {len(times)} requests"
+    # still responsive afterwards, and still computing with posenc
+    began = time.perf_counter()
+    status, body = request(server, "/api/panel/heatmap?base=12345.6&length=77&d_model=30")
+    assert time.perf_counter() - began < P99_SECONDS
+    assert status == 200, body
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    assert float(numbers["last"]) == posenc.sinusoidal(77, 30, base=12345.6)[76, 29]
 
 
 def test_the_server_imports_no_torch() -> None:
