@@ -1,12 +1,13 @@
 """The interactive explorer: a local web app whose every number is computed by posenc.
 
 ``posenc explore`` starts it; from Python, :func:`make_server` returns the server, bound but
-not yet serving. The page shows twelve panels (the table as a heatmap, channels, wavelengths,
+not yet serving. The page shows fourteen panels (the table as a heatmap, channels, wavelengths,
 similarity, the shift as a rotation, precision, the odd-exponent cosine bug, RoPE, RoPE
-scalings, multi-axis RoPE, a model's rope plan from its ``config.json``, and identifying a
-table); each has a sentence saying what to look at, labelled controls, a caption and its key
-numbers as text. Every control change asks the server, which computes with posenc (the page's
-script draws, and computes nothing).
+scalings, multi-axis RoPE, a model's rope plan from its ``config.json``, identifying a table,
+ALiBi's slopes per head, and T5's and DeBERTa's relative-position buckets); each has a
+sentence saying what to look at, labelled controls, a caption and its key numbers as text.
+Every control change asks the server, which computes with posenc (the page's script draws,
+and computes nothing).
 
 The server is the standard library's ``http.server``, and the page's script and style sheet
 are part of posenc: the extra ``explore`` installs nothing more, and the page loads nothing
@@ -15,7 +16,7 @@ only requests addressed to its own host and port. It never imports torch.
 
 >>> from posenc.explore import PANELS, make_server
 >>> len(PANELS), PANELS[0].name
-(12, 'heatmap')
+(14, 'heatmap')
 >>> server = make_server(port=0)   # serve with server.serve_forever()
 >>> server.server_close()
 """

@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import _panels_files, _panels_rope, _panels_tables
+from . import _panels_bias, _panels_files, _panels_rope, _panels_tables
 from ._controls import Control, parse_all
 from ._panel import Panel
 
@@ -38,6 +38,7 @@ PANELS: tuple[Panel, ...] = (
     *_panels_tables.PANELS,
     *_panels_rope.PANELS,
     *_panels_files.PANELS,
+    *_panels_bias.PANELS,
 )
 _BY_NAME = {p.name: p for p in PANELS}
 #: Seconds a computation may take before the request answers 503.
