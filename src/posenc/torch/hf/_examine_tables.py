@@ -4,7 +4,9 @@ A module holding a fixed 2-D table (a buffer, or a parameter that is not trained
 ``r`` is posenc's encoding of position ``r`` in one of its conventions, or in a convention with
 the two halves swapped (``[cos | sin]``), is a candidate; a row of zeros (the padding row of
 the fairseq family) is allowed. How the module is called decides which rows it returns; four
-calls are recognised, each verified by calling the module on probe inputs:
+calls are recognised, each verified by calling the module on probe inputs (the cache length
+is passed by the name the module's ``forward`` gives it: ``past_key_values_length`` up to
+transformers 5.23, ``cache_length`` from 5.24 on):
 
     by shape    module((b, s), past=0, position_ids=None) → (s, d)     rows past .. past+s-1
     by tokens   module(input_ids, past_key_values_length=0) → (b, s, d)  fairseq numbering,
@@ -27,6 +29,7 @@ from ._absolute import (
     M2M100Positions,
     MarianPositions,
     WhisperEncoderPositions,
+    cache_length_of,
     factory_of,
     fairseq_positions,
 )
@@ -95,7 +98,8 @@ class TableRows(nn.Module):
         rule: ``"ids"``: ``forward(position_ids, *ignored)`` → ``(*P, d)``;
             ``"tokens"``: ``forward(input_ids, past_key_values_length=0)`` → ``(b, s, d)`` at
             the fairseq numbering plus ``past`` (padding tokens included, as FSMT does);
-            ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``.
+            ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``;
+            the cache length may be passed as ``cache_length`` instead.
         offset: added to ``position_ids`` (``"ids"``).
         zero_row: the position whose row is zero (the padding row), or None.
         num_positions, device, dtype: rows to precompute (not a limit), where and in which
@@ -122,9 +126,15 @@ class TableRows(nn.Module):
             embedding_dim, convention=convention, max_len=num_positions, device=device, dtype=dtype
         )
 
-    def forward(self, first: torch.Tensor, *rest: Any, past_key_values_length: Any = 0) -> Any:
+    def forward(
+        self,
+        first: torch.Tensor,
+        *rest: Any,
+        past_key_values_length: Any = 0,
+        cache_length: Any = None,
+    ) -> Any:
         """The rows the replaced module returned for the same call."""
-        past = rest[0] if rest else past_key_values_length
+        past = rest[0] if rest else cache_length_of(past_key_values_length, cache_length)[1]
         if self.rule == "ids":
             positions = first.to(torch.int64) + self.offset
         elif self.rule == "tokens":
@@ -167,7 +177,7 @@ def _forms(
         pad, n = zero, count - zero - 1
         ids = torch.tensor([[pad, pad, 7, 8, 9], [5, 6, 7, 8, pad]], device=device) % count
         new = M2M100Positions(d, pad, num_positions=n, **factory_of(table))
-        calls = [(ids,), (ids, {"past_key_values_length": 2})]
+        calls = [(ids,), (ids, {_cache_keyword(module): 2})]
         forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
         new = TableRows(
             d,
@@ -208,6 +218,13 @@ def _forms(
     )
     forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
     return forms
+
+
+def _cache_keyword(module: nn.Module) -> str:
+    """The name ``module``'s ``forward`` gives the cache length (transformers 5.24 renamed
+    ``past_key_values_length`` to ``cache_length``)."""
+    names = [p.name for p in forward_parameters(module) or ()]
+    return "cache_length" if "cache_length" in names else "past_key_values_length"
 
 
 def _positional(module: nn.Module) -> list[str]:

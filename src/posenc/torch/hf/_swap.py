@@ -14,6 +14,7 @@ from ._examine_rotary import examine_rotary
 from ._examine_tables import examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
+from ._version import check_transformers
 
 __all__ = ["swap_positions"]
 
@@ -175,10 +176,19 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
     never calls the module. Modules that look positional (by name, or by their call) but
     are not reproduced stay, and the report says why.
 
+    The calls above are those of transformers ``>=5.23,<6`` (the ``hf`` extra; 5.24 renamed
+    the cache length ``past_key_values_length`` to ``cache_length``, and both are taken). A
+    model holding modules of an installed transformers outside that range (4.x, say) is
+    refused with ``RuntimeError``, naming the installed and the supported versions.
+
     Args:
         model: any ``nn.Module``, e.g. a ``LlamaForCausalLM`` or a ``MarianMTModel``.
         strict: raise ``ValueError`` listing the modules left in place (the model is then
             unchanged) instead of reporting them.
+
+    Raises:
+        RuntimeError: ``model`` holds transformers modules and the installed transformers is
+            outside ``>=5.23,<6``; nothing is replaced.
 
     Returns:
         a :class:`SwapReport`: ``replaced`` (name, kind, layout, detail, replacement),
@@ -189,4 +199,6 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return _swap(model, check_bool("strict", strict))
+    strict = check_bool("strict", strict)
+    check_transformers(model)
+    return _swap(model, strict)
