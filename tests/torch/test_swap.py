@@ -278,6 +278,17 @@ def _musicgen():
     return transformers.MusicgenForCausalLM(config).eval(), inputs
 
 
+def _trocr():
+    config = transformers.TrOCRConfig(
+        vocab_size=100, d_model=32, decoder_layers=1, decoder_attention_heads=2,
+        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, init_std=0.3,
+        use_learned_position_embeddings=False,  # the sinusoidal table, a plain tensor attribute
+    )  # fmt: skip
+    torch.manual_seed(0)
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.TrOCRForCausalLM(config).eval(), inputs
+
+
 # model -> (builder, {replaced module: (layout, a part of the detail)})
 ABSOLUTE = {
     "fsmt": (_fsmt, {
@@ -293,6 +304,9 @@ ABSOLUTE = {
         "model.decoder.embed_positions": ("marian", "rows past .. past+s-1"),
     }),
     "xglm": (_xglm, {"model.embed_positions": ("tensor2tensor", "rows position_ids + 2")}),
+    "trocr": (_trocr, {
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
     "musicgen": (_musicgen, {
         "model.decoder.embed_positions": ("tensor2tensor, cos first", "of (b, k, s)"),
     }),

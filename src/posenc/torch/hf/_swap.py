@@ -43,8 +43,10 @@ def _carry_attributes(old: nn.Module, new: nn.Module) -> None:
 
 
 def table_of(module: nn.Module) -> tuple[str, torch.Tensor] | None:
-    """The module's own 2-D floating tensor (a parameter or a buffer), if it has one."""
+    """The module's own 2-D floating tensor (a parameter, a buffer, or a plain tensor
+    attribute as TrOCR's sinusoidal ``weights``), if it has one."""
     own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+    own += [(k, v) for k, v in vars(module).items() if type(v) is torch.Tensor]
     for name, tensor in own:
         if tensor.dim() == 2 and tensor.is_floating_point() and min(tensor.shape) >= 2:
             return name, tensor
@@ -166,8 +168,9 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
       their order come from the config's rope plan and are verified on ids that differ
       between the axes;
-    - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
-      ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
+    - fixed sinusoidal tables (a buffer, a parameter that is not trained, or a plain tensor
+      attribute as TrOCR's) in the ``marian``, ``tensor2tensor`` or ``paper`` convention, or
+      with the halves swapped
       (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
       token ids (→ :class:`M2M100Positions`), at the given positions (→
       :class:`WhisperEncoderPositions`) or by the input's length.
