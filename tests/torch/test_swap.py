@@ -338,3 +338,26 @@ def test_attributes_the_model_reads_from_its_rotary_module_are_kept():
     assert report.names == ["model.rotary_emb"]
     assert swapped.model.rotary_emb.layer_types == original.model.rotary_emb.layer_types
     tiny_models.compare(original, swapped)
+
+
+def test_esm_rotary_positions_are_swapped():
+    # forward(x, position_ids, layer_type=None): the layer type is optional and its config
+    # names none, so the module is verified and replaced as called without one
+    config = transformers.EsmConfig(
+        vocab_size=33, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+        intermediate_size=64, position_embedding_type="rotary", pad_token_id=1,
+        mask_token_id=2, initializer_range=0.2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    original = transformers.EsmForMaskedLM(config).eval()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["esm.rotary_embeddings"], str(report)
+    assert isinstance(swapped.esm.rotary_embeddings, LlamaRotary)
+    ids = torch.randint(3, 33, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = original(input_ids=ids).logits
+        ours = swapped(input_ids=ids).logits
+        control = tiny_models.control(swapped, report)(input_ids=ids).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=ATOL)
+    assert float((control - theirs).abs().max()) > 1e-3
