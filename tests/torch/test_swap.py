@@ -17,6 +17,8 @@ import copy
 
 import pytest
 
+import posenc
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -361,3 +363,33 @@ def test_esm_rotary_positions_are_swapped():
         control = tiny_models.control(swapped, report)(input_ids=ids).logits
     torch.testing.assert_close(ours, theirs, rtol=0, atol=ATOL)
     assert float((control - theirs).abs().max()) > 1e-3
+
+
+def _pegasus_x():
+    config = transformers.PegasusXConfig(
+        vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, num_global_tokens=4, block_size=8,
+        pad_token_id=1, decoder_start_token_id=1, init_std=0.3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.PegasusXForConditionalGeneration(config).eval(), inputs
+
+
+def test_pegasus_x_table_computed_on_the_fly_is_swapped():
+    original, inputs = _pegasus_x()
+    module = original.model.encoder.embed_positions
+    theirs = module(torch.zeros(1, 300, 32))[0].double()  # computed in float32
+    ours = torch.from_numpy(posenc.sinusoidal(300, 32, convention="tensor2tensor", dtype="f8"))
+    assert float((theirs - ours).abs().max()) < 1e-4  # the same table, within float32's error
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    expected = ["model.encoder.embed_positions", "model.decoder.embed_positions"]
+    assert report.names == expected, str(report)
+    assert all("computed on the fly" in r.detail for r in report.replaced)
+    theirs_run = tiny_models.generate(original, **inputs)
+    tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs_run)
+    control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)
+    steps = zip(control.logits, theirs_run.logits, strict=True)
+    assert max(float((a - b).abs().max()) for a, b in steps) > 1e-3

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..._checks import check_bool
 from ._examine_rotary import examine_rotary
-from ._examine_tables import examine_table
+from ._examine_tables import examine_computed, examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
 from ._version import check_transformers
@@ -101,8 +101,9 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
     container = type(module).forward is nn.Module.forward  # ModuleList, ModuleDict
     if not positional or container:
         return None
-    if parameter_free:
-        return str(call)  # the reason its call is not understood
+    if parameter_free:  # a table computed on the fly, or the reason its call is not understood
+        computed: tuple[Replaced, nn.Module] | str | None = examine_computed(module)
+        return str(call) if computed is None else computed
     return _learned(module)
 
 
