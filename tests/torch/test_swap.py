@@ -388,6 +388,10 @@ def test_pegasus_x_table_computed_on_the_fly_is_swapped():
     expected = ["model.encoder.embed_positions", "model.decoder.embed_positions"]
     assert report.names == expected, str(report)
     assert all("computed on the fly" in r.detail for r in report.replaced)
+    half = swapped.model.encoder.embed_positions(torch.zeros(2, 7, 32, dtype=torch.float16))
+    assert half.dtype == torch.float16  # the embeddings' dtype, as Pegasus-X returns
+    assert half.shape == (2, 7, 32)
+    torch.testing.assert_close(half[1].double(), ours[:7], rtol=0, atol=5e-4)
     theirs_run = tiny_models.generate(original, **inputs)
     tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs_run)
     control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)

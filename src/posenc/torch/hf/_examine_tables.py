@@ -151,14 +151,17 @@ class TableRows(nn.Module):
             positions = self._embeds_positions(first, past, rest[1:2] or (position_ids,))
         else:
             positions = torch.arange(first.shape[-1], device=first.device) + past
-        rows = self.sinusoidal.encoding(positions)
+        if self.rule == "embeds":  # in the embeddings' dtype and on their device, as Pegasus-X
+            rows = self.sinusoidal.encoding(positions, dtype=first.dtype, device=first.device)
+        else:
+            rows = self.sinusoidal.encoding(positions)
         if self.cos_first:
             half = rows.shape[-1] // 2
             rows = torch.cat([rows[..., half:], rows[..., :half]], dim=-1)
         if self.zero_row is not None:
             rows = rows.masked_fill(positions.eq(self.zero_row).unsqueeze(-1), 0.0)
-        if self.rule == "embeds":  # (b, s, d) in the embeddings' dtype, as Pegasus-X returns
-            return rows.to(first.dtype)[None].expand(first.shape[0], -1, -1)
+        if self.rule == "embeds":  # (b, s, d)
+            return rows[None].expand(first.shape[0], -1, -1)
         return rows
 
     @staticmethod
