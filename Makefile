@@ -4,6 +4,7 @@
 #                checks, the whole test suite, the strict docs build, a quick benchmark run and
 #                the NumPy-only tests under Python 3.10 (what CI runs); the sweep included
 #   make test-sweep  only the sweep: swap_positions on every causal LM of transformers, tiny
+#   make test-compat the Hugging Face tests under the newest transformers (.venv-compat)
 #   make docs    build the documentation site into site/
 #   make clean   remove the environments and every build output
 #
@@ -13,13 +14,14 @@ PYTHON    ?= python3
 PYTHON310 ?= python3.10
 VENV      ?= .venv
 VENV310   ?= .venv-py310
+VENVCOMPAT ?= .venv-compat
 BIN       := $(VENV)/bin
 PIP_FLAGS := --quiet --disable-pip-version-check
 REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
 .NOTPARALLEL:
-.PHONY: help demo test test-sweep lint typecheck pytest browser docs bench-quick test-py310 clean FORCE
+.PHONY: help demo test test-sweep test-compat lint typecheck pytest browser docs bench-quick test-py310 clean FORCE
 
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
@@ -27,7 +29,7 @@ files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 # Goals that use .venv stop here, with one line and before installing anything, under any Python
 # but the one the pins need.
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test test-sweep lint typecheck pytest docs bench-quick
+VENV_GOALS := demo test test-sweep test-compat lint typecheck pytest docs bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -48,7 +50,7 @@ $(DEV_STAMP): FORCE
 endif
 
 help:
-	@sed -n '2,8s/^#   //p' Makefile
+	@sed -n '2,9s/^#   //p' Makefile
 
 # posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
@@ -110,6 +112,37 @@ pytest: $(DEV_STAMP) $(EDITABLE) browser
 test-sweep: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest -m sweep tests
 
+# The Hugging Face layer under the newest transformers (pip's choice today, not the pin), in its
+# own .venv-compat; torch, NumPy and the test tools stay at the pins through
+# constraints-compat.txt (an unconstrained torch would be a multi-GB CUDA build). Each run asks
+# pip for a newer transformers, prints the versions it tests, then runs the swap sweep, the
+# rotary coverage, the absolute-table swaps and the Hugging Face doc examples. Under the pinned
+# release the tables of these tests are exact; under another, what that release adds and posenc
+# does not cover is listed by name (skipped), and what the pinned release has must still pass.
+COMPAT_STAMP := $(VENVCOMPAT)/.posenc-compat
+COMPAT_ID := python $(PYTHON_ID) | compat $(call files_hash,constraints-compat.txt pyproject.toml)
+ifneq ($(file <$(COMPAT_STAMP)),$(COMPAT_ID))
+$(COMPAT_STAMP): FORCE
+endif
+COMPAT_TESTS := tests/torch/test_swap_sweep.py tests/torch/test_rope_coverage.py \
+	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_multi_axis.py \
+	tests/torch/test_integration_hf.py docs/integration.md docs/porting.md
+
+$(COMPAT_STAMP):
+	rm -rf $(VENVCOMPAT)
+	echo 'make: creating $(VENVCOMPAT) with $(PYTHON)' \
+	&& $(PYTHON) -m venv $(VENVCOMPAT) \
+	&& echo 'make: pip install posenc from this clone into $(VENVCOMPAT) (editable, no dependencies)' \
+	&& $(VENVCOMPAT)/bin/python -m pip install $(PIP_FLAGS) --no-deps -e .
+	echo '$(COMPAT_ID)' > $@
+
+test-compat: $(COMPAT_STAMP)
+	echo 'make: pip install the newest transformers into $(VENVCOMPAT), torch held at the pinned CPU build (constraints-compat.txt; pip stays quiet until it is done)' \
+	&& $(VENVCOMPAT)/bin/python -m pip install $(PIP_FLAGS) --upgrade -c constraints-compat.txt \
+	  transformers torch numpy pytest hypothesis mpmath
+	$(VENVCOMPAT)/bin/python -c 'import transformers, torch; print(f"make test-compat: transformers {transformers.__version__} (pinned: see requirements-dev.txt), torch {torch.__version__}")'
+	POSENC_SWEEP=1 $(VENVCOMPAT)/bin/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
+
 # The documentation site, strict (a broken reference or link fails) and offline. Not --quiet:
 # it drops the warnings before --strict counts them. The variable silences mkdocs-material's
 # banner about its end of life (May 2027) on every build.
@@ -158,6 +191,6 @@ endif
 test: lint typecheck pytest docs bench-quick test-py310
 
 clean:
-	rm -rf $(VENV) $(VENV310) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV310) $(VENVCOMPAT) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 FORCE:

@@ -45,7 +45,7 @@ def test_another_python_stops_with_one_line(goal: str, tmp_path: Path) -> None:
     assert not venv.exists()
 
 
-@pytest.mark.parametrize("goal", ["demo", "test"])
+@pytest.mark.parametrize("goal", ["demo", "test", "test-compat"])
 def test_each_install_step_is_announced_first(goal: str, tmp_path: Path) -> None:
     """pip runs quietly for a minute or more: a line saying what it installs comes first."""
     if not sys.version.startswith("3.11."):

@@ -103,3 +103,20 @@ def test_lower_bounds_are_tested_versions(package: str, requirements: str, digit
     assert bounds.get(package), f"pyproject.toml declares no lower bound for {package}"
     assert set(bounds[package]) == {tested}, (package, bounds[package], tested)
     assert f"`>={tested}" in SUPPORT.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("package", "requirements"),
+    [
+        ("torch", "requirements-demo.txt"),
+        ("numpy", "requirements-demo.txt"),
+        ("pytest", "requirements-dev.txt"),
+        ("hypothesis", "requirements-dev.txt"),
+        ("mpmath", "requirements-dev.txt"),
+    ],
+)
+def test_the_compat_constraints_hold_the_pins(package: str, requirements: str) -> None:
+    """make test-compat unpins transformers only: everything else stays at the pins."""
+    assert _pin("constraints-compat.txt", package) == _pin(requirements, package)
+    text = (ROOT / "constraints-compat.txt").read_text(encoding="utf-8")
+    assert not re.search(r"^transformers", text, flags=re.MULTILINE)

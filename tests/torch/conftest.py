@@ -62,6 +62,15 @@ def _swap_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
     )
     for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    version = sweep.transformers.__version__
+    missing = sweep.not_covered(outcomes)
+    terminalreporter.write_line(
+        f"not covered by posenc in transformers {version} ({len(missing)}): {', '.join(missing)}"
+    )
+    new = sweep.new_model_types()
+    terminalreporter.write_line(
+        f"new since transformers {sweep.pinned.VERSION} ({len(new)}): {', '.join(new) or '-'}"
+    )
 
 
 # -- reference helpers -------------------------------------------------------------------------

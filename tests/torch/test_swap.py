@@ -17,6 +17,8 @@ import copy
 
 import pytest
 
+import posenc
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -278,6 +280,17 @@ def _musicgen():
     return transformers.MusicgenForCausalLM(config).eval(), inputs
 
 
+def _trocr():
+    config = transformers.TrOCRConfig(
+        vocab_size=100, d_model=32, decoder_layers=1, decoder_attention_heads=2,
+        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, init_std=0.3,
+        use_learned_position_embeddings=False,  # the sinusoidal table, a plain tensor attribute
+    )  # fmt: skip
+    torch.manual_seed(0)
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.TrOCRForCausalLM(config).eval(), inputs
+
+
 # model -> (builder, {replaced module: (layout, a part of the detail)})
 ABSOLUTE = {
     "fsmt": (_fsmt, {
@@ -293,6 +306,9 @@ ABSOLUTE = {
         "model.decoder.embed_positions": ("marian", "rows past .. past+s-1"),
     }),
     "xglm": (_xglm, {"model.embed_positions": ("tensor2tensor", "rows position_ids + 2")}),
+    "trocr": (_trocr, {
+        "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
+    }),
     "musicgen": (_musicgen, {
         "model.decoder.embed_positions": ("tensor2tensor, cos first", "of (b, k, s)"),
     }),
@@ -324,3 +340,60 @@ def test_attributes_the_model_reads_from_its_rotary_module_are_kept():
     assert report.names == ["model.rotary_emb"]
     assert swapped.model.rotary_emb.layer_types == original.model.rotary_emb.layer_types
     tiny_models.compare(original, swapped)
+
+
+def test_esm_rotary_positions_are_swapped():
+    # forward(x, position_ids, layer_type=None): the layer type is optional and its config
+    # names none, so the module is verified and replaced as called without one
+    config = transformers.EsmConfig(
+        vocab_size=33, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+        intermediate_size=64, position_embedding_type="rotary", pad_token_id=1,
+        mask_token_id=2, initializer_range=0.2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    original = transformers.EsmForMaskedLM(config).eval()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["esm.rotary_embeddings"], str(report)
+    assert isinstance(swapped.esm.rotary_embeddings, LlamaRotary)
+    ids = torch.randint(3, 33, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = original(input_ids=ids).logits
+        ours = swapped(input_ids=ids).logits
+        control = tiny_models.control(swapped, report)(input_ids=ids).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=ATOL)
+    assert float((control - theirs).abs().max()) > 1e-3
+
+
+def _pegasus_x():
+    config = transformers.PegasusXConfig(
+        vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, num_global_tokens=4, block_size=8,
+        pad_token_id=1, decoder_start_token_id=1, init_std=0.3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    inputs = {"input_ids": _LEFT_PADDED, "attention_mask": _LEFT_PADDED.ne(1).long()}
+    return transformers.PegasusXForConditionalGeneration(config).eval(), inputs
+
+
+def test_pegasus_x_table_computed_on_the_fly_is_swapped():
+    original, inputs = _pegasus_x()
+    module = original.model.encoder.embed_positions
+    theirs = module(torch.zeros(1, 300, 32))[0].double()  # computed in float32
+    ours = torch.from_numpy(posenc.sinusoidal(300, 32, convention="tensor2tensor", dtype="f8"))
+    assert float((theirs - ours).abs().max()) < 1e-4  # the same table, within float32's error
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    expected = ["model.encoder.embed_positions", "model.decoder.embed_positions"]
+    assert report.names == expected, str(report)
+    assert all("computed on the fly" in r.detail for r in report.replaced)
+    half = swapped.model.encoder.embed_positions(torch.zeros(2, 7, 32, dtype=torch.float16))
+    assert half.dtype == torch.float16  # the embeddings' dtype, as Pegasus-X returns
+    assert half.shape == (2, 7, 32)
+    torch.testing.assert_close(half[1].double(), ours[:7], rtol=0, atol=5e-4)
+    theirs_run = tiny_models.generate(original, **inputs)
+    tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs_run)
+    control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)
+    steps = zip(control.logits, theirs_run.logits, strict=True)
+    assert max(float((a - b).abs().max()) for a, b in steps) > 1e-3

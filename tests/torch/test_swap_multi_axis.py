@@ -15,6 +15,7 @@ reads the coordinates in the other order is left.
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 
@@ -323,7 +324,8 @@ class _FlippedAxes(torch.nn.Module):
         return self._inner.recomposition_frequencies(self, freq)
 
     def forward(self, x, position_ids):
-        return self._inner.forward.__wrapped__(self, x, position_ids.flip(-1))
+        # its code without decorators (5.23 wraps it, 5.24 does not)
+        return inspect.unwrap(self._inner.forward)(self, x, position_ids.flip(-1))
 
 
 def test_pixtral_vision_rotary_is_swapped_and_a_flipped_copy_is_left():

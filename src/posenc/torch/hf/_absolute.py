@@ -30,6 +30,7 @@ __all__ = [
     "M2M100Positions",
     "MarianPositions",
     "WhisperEncoderPositions",
+    "cache_length_of",
     "check_same_table",
     "factory_of",
     "fairseq_positions",
@@ -83,6 +84,20 @@ def factory_of(table: torch.Tensor) -> dict[str, Any]:
     return {"device": table.device, "dtype": table.dtype}
 
 
+def cache_length_of(past_key_values_length: Any, cache_length: Any) -> tuple[str, Any]:
+    """``(name, value)`` of the tokens already in the cache, passed under either name:
+    ``past_key_values_length`` (transformers 5.23) or ``cache_length`` (5.24 and later)."""
+    if cache_length is None:
+        return "past_key_values_length", past_key_values_length
+    if not (type(past_key_values_length) is int and past_key_values_length == 0):
+        raise TypeError(
+            "pass the tokens already in the cache as past_key_values_length or as "
+            f"cache_length, not both: got past_key_values_length={past_key_values_length!r} "
+            f"and cache_length={cache_length!r}"
+        )
+    return "cache_length", cache_length
+
+
 def _table_module(
     names: str, rows: int | None, dim: int, convention: ConventionName, options: dict[str, Any]
 ) -> SinusoidalPositionalEncoding:
@@ -124,8 +139,9 @@ class MarianPositions(nn.Module):
 
     Shapes (``forward``):
         - ``input_ids_shape``: ``(b, s)`` (a ``torch.Size`` or tuple; only ``s`` is used).
-        - ``past_key_values_length``: int >= 0 (or a one-value integer tensor), tokens
-          already in the cache.
+        - ``past_key_values_length`` (or the keyword ``cache_length``, its name from
+          transformers 5.24 on): int >= 0 (or a one-value integer tensor), tokens already in
+          the cache.
         - ``position_ids`` (optional): integer tensor of any shape ``P``; overrides the above.
         - returns ``(s, d)`` (or ``(*P, d)``) in the module's dtype, without gradient.
 
@@ -184,18 +200,21 @@ class MarianPositions(nn.Module):
         input_ids_shape: Any,
         past_key_values_length: Any = 0,
         position_ids: torch.Tensor | None = None,
+        *,
+        cache_length: Any = None,
     ) -> torch.Tensor:
         """Rows at ``position_ids``, or at ``past_key_values_length + (0 .. s-1)``."""
         seq_len = shape_length("input_ids_shape", input_ids_shape)  # checked, even if unused
+        name, past = cache_length_of(past_key_values_length, cache_length)
         if position_ids is not None:
             return self.sinusoidal._encode("position_ids", position_ids)
-        offset = check_offset(past_key_values_length, seq_len, name="past_key_values_length")
+        offset = check_offset(past, seq_len, name=name)
         table, shape = self.sinusoidal, (seq_len, self.embedding_dim)
         size, device = table._tables_dtype.itemsize, table._tables_device
         check_size("input_ids_shape and embedding_dim", shape, size, device)
         if isinstance(offset, torch.Tensor):  # unread: NaN rows where it cannot be valid
             steps = torch.arange(seq_len, device=offset.device)
-            return self.sinusoidal._encode("past_key_values_length", steps, offset)
+            return self.sinusoidal._encode(name, steps, offset)
         return self.sinusoidal.encoding(seq_len, offset=offset)
 
     def extra_repr(self) -> str:
@@ -205,13 +224,14 @@ class MarianPositions(nn.Module):
 # -- M2M100 / NLLB (fairseq numbering) --------------------------------------------------------
 
 
-def _fairseq_past(padding_idx: int, past_key_values_length: Any, length: Any) -> Any:
-    """The checked cache length for fairseq numbering of ``length`` tokens: positions run up
-    to ``padding_idx + past + length``, within 2**53; each argument is refused by its name."""
+def _fairseq_past(
+    padding_idx: int, past: Any, length: Any, name: str = "past_key_values_length"
+) -> Any:
+    """The checked cache length ``past`` (argument ``name``) for fairseq numbering of
+    ``length`` tokens: positions run up to ``padding_idx + past + length``, within 2**53;
+    each argument is refused by its name."""
     core_check_offset("padding_idx", padding_idx, length)
-    return check_offset(
-        past_key_values_length, length, name="past_key_values_length", first=padding_idx + 1
-    )
+    return check_offset(past, length, name=name, first=padding_idx + 1)
 
 
 def fairseq_positions(
@@ -279,8 +299,9 @@ class M2M100Positions(nn.Module):
         - ``input_ids``: ``(b, s)`` integer token ids; positions follow the padding in them.
         - ``inputs_embeds``: ``(b, s, d)``, used (for its shape only) when ``input_ids`` is
           None: every token is then real, positions ``padding_idx + 1 + past + i``.
-        - ``past_key_values_length``: int >= 0 (or a one-value integer tensor), tokens
-          already in the cache; rows far beyond the cached table are computed on the fly.
+        - ``past_key_values_length`` (or the keyword ``cache_length``, its name from
+          transformers 5.24 on): int >= 0 (or a one-value integer tensor), tokens already in
+          the cache; rows far beyond the cached table are computed on the fly.
         - returns ``(b, s, d)`` in the module's dtype, without gradient.
 
     >>> pe = M2M100Positions(6, padding_idx=1)
@@ -345,9 +366,12 @@ class M2M100Positions(nn.Module):
         input_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         past_key_values_length: Any = 0,
+        *,
+        cache_length: Any = None,
     ) -> torch.Tensor:
         """The encoding of each token, zero at padding tokens: ``(b, s, d)``."""
-        positions, past = self._positions(input_ids, inputs_embeds, past_key_values_length)
+        given = cache_length_of(past_key_values_length, cache_length)
+        positions, past = self._positions(input_ids, inputs_embeds, given)
         pad = positions.eq(self.padding_idx)
         if isinstance(past, torch.Tensor):  # unread (an accelerator's, or traced): on the fly
             table = self.sinusoidal._encode("positions", positions)
@@ -360,9 +384,10 @@ class M2M100Positions(nn.Module):
         return table.masked_fill(pad.unsqueeze(-1).to(table.device), 0.0)
 
     def _positions(
-        self, input_ids: Any, inputs_embeds: Any, past_key_values_length: Any
+        self, input_ids: Any, inputs_embeds: Any, given: tuple[str, Any]
     ) -> tuple[torch.Tensor, Any]:
-        """fairseq positions ``(b, s)`` of the tokens, and the checked cache length."""
+        """fairseq positions ``(b, s)`` of the tokens, and the checked cache length
+        (``given``: its name and value)."""
         if inputs_embeds is not None:
             _check_embeds(inputs_embeds, self.embedding_dim)
             shape, device = tuple(inputs_embeds.shape[:2]), inputs_embeds.device
@@ -373,7 +398,7 @@ class M2M100Positions(nn.Module):
         elif inputs_embeds is None:
             raise ValueError("pass input_ids or inputs_embeds, got neither")
         start = self.padding_idx + 1
-        past = _fairseq_past(self.padding_idx, past_key_values_length, shape[1])
+        past = _fairseq_past(self.padding_idx, given[1], shape[1], given[0])
         if input_ids is not None:
             return fairseq_positions(input_ids, self.padding_idx, past), past
         row = torch.arange(start, start + shape[1], device=device) + past

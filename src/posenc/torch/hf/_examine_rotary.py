@@ -33,7 +33,7 @@ from torch import nn
 from .._kernels._cast import cast_exact
 from ._config import layer_types, rope_module
 from ._multi_axis import MultiAxisRotary
-from ._probe import largest_difference, probing, signature_text
+from ._probe import forward_parameters, largest_difference, probing, signature_text
 from ._rotary import LlamaRotary
 
 __all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary"]
@@ -306,10 +306,15 @@ def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, .
     return why or f"with several axes its tables are laid out {found!r}, not {layout!r}"
 
 
-def _layer_types(module: nn.Module) -> list[str] | str:
+def _layer_types(module: nn.Module) -> list[str | None] | str:
+    """The layer types to probe ``module`` with; ``[None]`` when its config names none and
+    ``layer_type`` may be left out (ESM's ``forward(x, position_ids, layer_type=None)``)."""
     config = getattr(module, "config", None)
-    types = [] if config is None else layer_types(config)
+    types: list[str | None] = [] if config is None else list(layer_types(config))
     if not types:
+        optional = [p for p in forward_parameters(module) or () if p.name == "layer_type"]
+        if optional and optional[0].default is None:
+            return [None]
         return "it is called with a layer_type, but its config names no layer types"
     return types
 

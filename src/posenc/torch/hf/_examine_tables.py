@@ -4,13 +4,20 @@ A module holding a fixed 2-D table (a buffer, or a parameter that is not trained
 ``r`` is posenc's encoding of position ``r`` in one of its conventions, or in a convention with
 the two halves swapped (``[cos | sin]``), is a candidate; a row of zeros (the padding row of
 the fairseq family) is allowed. How the module is called decides which rows it returns; four
-calls are recognised, each verified by calling the module on probe inputs:
+calls are recognised, each verified by calling the module on probe inputs (the cache length
+is passed by the name the module's ``forward`` gives it: ``past_key_values_length`` up to
+transformers 5.23, ``cache_length`` from 5.24 on):
 
     by shape    module((b, s), past=0, position_ids=None) → (s, d)     rows past .. past+s-1
     by tokens   module(input_ids, past_key_values_length=0) → (b, s, d)  fairseq numbering,
                 zero at padding tokens
     by ids      module(position_ids[, ignored]) → (*P, d)             rows position_ids + k
     by length   module(input_ids (b, k, s), past=0) → (s, d)           rows past .. past+s-1
+
+A module with no table that computes one on the fly from its input is recognised by its
+output (:func:`examine_computed`):
+
+    by embeds   module(inputs_embeds (b, s, d), past=0, position_ids=None) → (b, s, d)
 """
 
 from __future__ import annotations
@@ -27,13 +34,14 @@ from ._absolute import (
     M2M100Positions,
     MarianPositions,
     WhisperEncoderPositions,
+    cache_length_of,
     factory_of,
     fairseq_positions,
 )
 from ._probe import forward_parameters, largest_difference, probing, signature_text
 from ._report import Replaced
 
-__all__ = ["TableRows", "examine_table"]
+__all__ = ["TableRows", "examine_computed", "examine_table"]
 
 _CONVENTIONS = ("paper", "tensor2tensor", "marian")
 _ROWS_COMPARED = 2048  # the first rows, and the last 16, are compared with posenc's
@@ -95,7 +103,10 @@ class TableRows(nn.Module):
         rule: ``"ids"``: ``forward(position_ids, *ignored)`` → ``(*P, d)``;
             ``"tokens"``: ``forward(input_ids, past_key_values_length=0)`` → ``(b, s, d)`` at
             the fairseq numbering plus ``past`` (padding tokens included, as FSMT does);
-            ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``.
+            ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``;
+            ``"embeds"``: ``forward(inputs_embeds, past_key_values_length=0,
+            position_ids=None)`` → ``(b, s, d)`` in ``inputs_embeds``'s dtype (Pegasus-X);
+            the cache length may be passed as ``cache_length`` instead.
         offset: added to ``position_ids`` (``"ids"``).
         zero_row: the position whose row is zero (the padding row), or None.
         num_positions, device, dtype: rows to precompute (not a limit), where and in which
@@ -122,22 +133,52 @@ class TableRows(nn.Module):
             embedding_dim, convention=convention, max_len=num_positions, device=device, dtype=dtype
         )
 
-    def forward(self, first: torch.Tensor, *rest: Any, past_key_values_length: Any = 0) -> Any:
+    def forward(
+        self,
+        first: torch.Tensor,
+        *rest: Any,
+        past_key_values_length: Any = 0,
+        cache_length: Any = None,
+        position_ids: Any = None,
+    ) -> Any:
         """The rows the replaced module returned for the same call."""
-        past = rest[0] if rest else past_key_values_length
+        past = rest[0] if rest else cache_length_of(past_key_values_length, cache_length)[1]
         if self.rule == "ids":
             positions = first.to(torch.int64) + self.offset
         elif self.rule == "tokens":
             positions = fairseq_positions(first, self.zero_row or 0) + past
+        elif self.rule == "embeds":
+            positions = self._embeds_positions(first, past, rest[1:2] or (position_ids,))
         else:
             positions = torch.arange(first.shape[-1], device=first.device) + past
-        rows = self.sinusoidal.encoding(positions)
+        if self.rule == "embeds":  # in the embeddings' dtype and on their device, as Pegasus-X
+            rows = self.sinusoidal.encoding(positions, dtype=first.dtype, device=first.device)
+        else:
+            rows = self.sinusoidal.encoding(positions)
         if self.cos_first:
             half = rows.shape[-1] // 2
             rows = torch.cat([rows[..., half:], rows[..., :half]], dim=-1)
         if self.zero_row is not None:
             rows = rows.masked_fill(positions.eq(self.zero_row).unsqueeze(-1), 0.0)
+        if self.rule == "embeds":  # (b, s, d)
+            return rows[None].expand(first.shape[0], -1, -1)
         return rows
+
+    @staticmethod
+    def _embeds_positions(embeds: torch.Tensor, past: Any, given: tuple[Any]) -> torch.Tensor:
+        """Positions of ``embeds`` ``(b, s, d)``: the given ``position_ids`` (``(s, 1)`` in
+        Pegasus-X's decoder, one per token), else ``past .. past + s - 1``."""
+        if given[0] is None:
+            steps: torch.Tensor = torch.arange(embeds.shape[1], device=embeds.device) + past
+            return steps
+        ids: torch.Tensor = given[0]
+        if not isinstance(ids, torch.Tensor) or ids.numel() != embeds.shape[1]:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(
+                f"position_ids must hold one position per token of inputs_embeds "
+                f"({embeds.shape[1]}), got {shape}"
+            )
+        return ids.reshape(-1).to(torch.int64)
 
     def extra_repr(self) -> str:
         layout = f"{self.convention!r}" + (", cos first" if self.cos_first else "")
@@ -167,7 +208,7 @@ def _forms(
         pad, n = zero, count - zero - 1
         ids = torch.tensor([[pad, pad, 7, 8, 9], [5, 6, 7, 8, pad]], device=device) % count
         new = M2M100Positions(d, pad, num_positions=n, **factory_of(table))
-        calls = [(ids,), (ids, {"past_key_values_length": 2})]
+        calls = [(ids,), (ids, {_cache_keyword(module): 2})]
         forms.append((f"fairseq numbering of token ids (padding {pad})", new, calls))
         new = TableRows(
             d,
@@ -208,6 +249,13 @@ def _forms(
     )
     forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
     return forms
+
+
+def _cache_keyword(module: nn.Module) -> str:
+    """The name ``module``'s ``forward`` gives the cache length (transformers 5.24 renamed
+    ``past_key_values_length`` to ``cache_length``)."""
+    names = [p.name for p in forward_parameters(module) or ()]
+    return "cache_length" if "cache_length" in names else "past_key_values_length"
 
 
 def _positional(module: nn.Module) -> list[str]:
@@ -260,5 +308,43 @@ def examine_table(
             return Replaced("", "absolute", name, reads, type(new).__name__), new
     return (
         f"its {attribute!r} is the {name!r} table, but its call is not understood: "
+        f"{signature_text(module)}"
+    )
+
+
+_WIDTHS = ("embed_dim", "embedding_dim", "d_model")
+_COMPUTED_ROWS = 64
+
+
+def examine_computed(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
+    """``(record, replacement)`` for a parameter-free ``module`` that computes a sinusoidal
+    table on the fly from ``inputs_embeds`` (Pegasus-X), the reason it stays, or None when
+    its output is no table (it is not called so, or has no ``embed_dim``)."""
+    d = next((getattr(module, k) for k in _WIDTHS if type(getattr(module, k, None)) is int), 0)
+    if d < 2 or not _positional(module):
+        return None
+    try:
+        with probing(module) as call:
+            output = call(torch.zeros(1, _COMPUTED_ROWS, d))
+    except Exception:  # not called with an embeddings tensor
+        return None
+    if not isinstance(output, torch.Tensor) or output.shape != (1, _COMPUTED_ROWS, d):
+        return None
+    match = match_table(output[0])
+    if isinstance(match, str) or match[2] is not None:
+        return None
+    convention, cos_first, _ = match
+    name = convention + (", cos first" if cos_first else "")
+    new = TableRows(d, convention=convention, cos_first=cos_first, rule="embeds")
+    embeds = torch.zeros(2, 5, d)
+    calls: list[tuple[Any, ...]] = [(embeds,), (embeds[:1, :3], 7)]
+    if "position_ids" in [p.name for p in forward_parameters(module) or ()]:
+        calls.append((embeds[:1, :3], 0, (torch.arange(3) + 4)[:, None]))
+    atol = 1e-6 + 2e-7 * _COMPUTED_ROWS + float(torch.finfo(output.dtype).eps)
+    if _same(module, new, calls, atol):
+        reads = "rows past .. past+s-1 of inputs_embeds (b, s, d), computed on the fly"
+        return Replaced("", "absolute", name, reads, type(new).__name__), new
+    return (
+        f"it computes the {name!r} table on the fly, but its call is not understood: "
         f"{signature_text(module)}"
     )

@@ -11,9 +11,10 @@ from torch import nn
 
 from ..._checks import check_bool
 from ._examine_rotary import examine_rotary
-from ._examine_tables import examine_table
+from ._examine_tables import examine_computed, examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
+from ._version import check_transformers
 
 __all__ = ["swap_positions"]
 
@@ -42,8 +43,10 @@ def _carry_attributes(old: nn.Module, new: nn.Module) -> None:
 
 
 def table_of(module: nn.Module) -> tuple[str, torch.Tensor] | None:
-    """The module's own 2-D floating tensor (a parameter or a buffer), if it has one."""
+    """The module's own 2-D floating tensor (a parameter, a buffer, or a plain tensor
+    attribute as TrOCR's sinusoidal ``weights``), if it has one."""
     own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+    own += [(k, v) for k, v in vars(module).items() if type(v) is torch.Tensor]
     for name, tensor in own:
         if tensor.dim() == 2 and tensor.is_floating_point() and min(tensor.shape) >= 2:
             return name, tensor
@@ -98,8 +101,9 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
     container = type(module).forward is nn.Module.forward  # ModuleList, ModuleDict
     if not positional or container:
         return None
-    if parameter_free:
-        return str(call)  # the reason its call is not understood
+    if parameter_free:  # a table computed on the fly, or the reason its call is not understood
+        computed: tuple[Replaced, nn.Module] | str | None = examine_computed(module)
+        return str(call) if computed is None else computed
     return _learned(module)
 
 
@@ -165,8 +169,9 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
       their order come from the config's rope plan and are verified on ids that differ
       between the axes;
-    - fixed sinusoidal tables (a buffer, or a parameter that is not trained) in the
-      ``marian``, ``tensor2tensor`` or ``paper`` convention, or with the halves swapped
+    - fixed sinusoidal tables (a buffer, a parameter that is not trained, or a plain tensor
+      attribute as TrOCR's) in the ``marian``, ``tensor2tensor`` or ``paper`` convention, or
+      with the halves swapped
       (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
       token ids (→ :class:`M2M100Positions`), at the given positions (→
       :class:`WhisperEncoderPositions`) or by the input's length.
@@ -175,10 +180,19 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
     never calls the module. Modules that look positional (by name, or by their call) but
     are not reproduced stay, and the report says why.
 
+    The calls above are those of transformers ``>=5.23,<6`` (the ``hf`` extra; 5.24 renamed
+    the cache length ``past_key_values_length`` to ``cache_length``, and both are taken). A
+    model holding modules of an installed transformers outside that range (4.x, say) is
+    refused with ``RuntimeError``, naming the installed and the supported versions.
+
     Args:
         model: any ``nn.Module``, e.g. a ``LlamaForCausalLM`` or a ``MarianMTModel``.
         strict: raise ``ValueError`` listing the modules left in place (the model is then
             unchanged) instead of reporting them.
+
+    Raises:
+        RuntimeError: ``model`` holds transformers modules and the installed transformers is
+            outside ``>=5.23,<6``; nothing is replaced.
 
     Returns:
         a :class:`SwapReport`: ``replaced`` (name, kind, layout, detail, replacement),
@@ -189,4 +203,6 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return _swap(model, check_bool("strict", strict))
+    strict = check_bool("strict", strict)
+    check_transformers(model)
+    return _swap(model, strict)
