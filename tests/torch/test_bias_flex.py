@@ -97,12 +97,47 @@ def test_gradients_through_the_score_mod_on_materialised_scores() -> None:
     assert torch.all(r1.grad < 0)
 
 
-def test_compiled_flex_attention_equals_dense_attention() -> None:
+#: one compile per family of score_mod: a formula per head (ALiBi), a table over relative
+#: positions (T5; Sandwich shares its relative_score_mod), a formula with learnable tensors
+COMPILED = {
+    "alibi": (lambda n: pt.alibi_score_mod(HEADS), lambda n: pt.alibi_bias(HEADS, n, n)),
+    "t5": (
+        lambda n: pt.t5_score_mod(TABLE, n, n, max_distance=16),
+        lambda n: torch.from_numpy(
+            __import__("posenc").t5_bias(TABLE.numpy(), n, n, max_distance=16)
+        ),
+    ),
+    "kerple": (
+        lambda n: pt.kerple_score_mod([0.5, 1.0, 2.0, 3.0], [1.0, 0.5, 0.25, 2.0]),
+        lambda n: pt.kerple_bias(n, n, r1=[0.5, 1.0, 2.0, 3.0], r2=[1.0, 0.5, 0.25, 2.0]),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_compiled_flex_attention_equals_dense_attention(name: str) -> None:
+    # fullgraph=True: a graph break inside a score_mod fails here
+    make_mod, make_bias = COMPILED[name]
     query, key, value = _qkv(16, 16)
+    torch._dynamo.reset()  # each family compiles on its own (no cache of another's guards)
     compiled = torch.compile(flex.flex_attention, fullgraph=True)
-    out = compiled(query, key, value, score_mod=pt.alibi_score_mod(HEADS))
-    want = F.scaled_dot_product_attention(query, key, value, attn_mask=pt.alibi_bias(HEADS, 16, 16))
+    out = compiled(query, key, value, score_mod=make_mod(16))
+    want = F.scaled_dot_product_attention(query, key, value, attn_mask=make_bias(16))
     assert (out - want).abs().max() <= 2e-6
+
+
+@pytest.mark.slow
+def test_one_dynamic_compile_serves_changing_lengths() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(flex.flex_attention, fullgraph=True, dynamic=True)
+    for n in (16, 24, 40):
+        query, key, value = _qkv(n, n)
+        out = compiled(query, key, value, score_mod=pt.alibi_score_mod(HEADS))
+        want = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=pt.alibi_bias(HEADS, n, n)
+        )
+        assert (out - want).abs().max() <= 2e-6, n
 
 
 def test_bad_masks_are_refused_by_name() -> None:
