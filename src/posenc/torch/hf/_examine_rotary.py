@@ -371,8 +371,13 @@ def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | N
     x32 = torch.zeros(1, 1, 1, device=device)
     with probing(module) as call:
         try:
-            low = {d: (call(x32.to(d), far, *extra), call(x32.to(d), near, *extra)) for d in _LOW}
-            return call(x32, near, *extra), call(x32, far, *extra), low
+            # near before far in every dtype: Hugging Face's dynamic modules keep the
+            # frequencies of the longest call so far
+            xs = [x32, *(x32.to(d) for d in _LOW)]
+            near_out = [call(x, near, *extra) for x in xs]
+            far_out = [call(x, far, *extra) for x in xs]
+            low = {d: (far_out[i], near_out[i]) for i, d in enumerate(_LOW, start=1)}
+            return near_out[0], far_out[0], low
         except Exception as exc:  # any failure of a foreign module is a reason
             if key is not None and isinstance(exc, AttributeError | KeyError):
                 return None
