@@ -205,6 +205,11 @@ def test_hf_multi_axis_rotary(data: st.DataObject) -> None:
         choose(st.sampled_from([0, -1]), st.sampled_from([1, 2, "0", None, True])),
         optional=True,
     )
+    pairs = a.draw(
+        "pairs",
+        choose(st.sampled_from(["half", "interleaved"]), st.sampled_from(["neox", None, 1])),
+        optional=True,
+    )
     module = run(a.call("hf.MultiAxisRotary", hf.MultiAxisRotary, lambda m: None, aliases=NAMES))
     if module is None or not a.clean:
         return
@@ -231,6 +236,6 @@ def test_hf_multi_axis_rotary(data: st.DataObject) -> None:
         _, coords = coords_of(per_token.numpy(), n_axes)
         cols = reference_columns(r, length_of(coords))
         tables = [expect_tensor(t, (b, s, width), x.dtype).reshape(-1, width) for t in result]
-        check_tables(*tables, coords, cols, "half", DTYPE_NAMES[x.dtype])
+        check_tables(*tables, coords, cols, pairs or "half", DTYPE_NAMES[x.dtype])
 
     run(f.call("MultiAxisRotary.forward", module, check, aliases={"x": ("x",)}))

@@ -71,6 +71,27 @@ def _swap_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"new since transformers {sweep.pinned.VERSION} ({len(new)}): {', '.join(new) or '-'}"
     )
+    _swap_sweep_16_bits(terminalreporter, sweep)
+
+
+def _swap_sweep_16_bits(terminalreporter: pytest.TerminalReporter, sweep: object) -> None:
+    """The sweep's bfloat16 and float16 runs, and the near-ties they listed."""
+    outcomes = getattr(sweep, "OUTCOMES_16", None)
+    if not outcomes:
+        return
+    counts: dict[str, list[str]] = {}
+    for key, outcome in sorted(outcomes.items()):
+        counts.setdefault(outcome, []).append(key)
+    slow = ", ".join(sorted(getattr(sweep, "SLOW_16", ())))
+    terminalreporter.write_line(
+        f"swap sweep in 16 bits: {len(outcomes)} runs (bfloat16 and float16; left out: {slow})"
+    )
+    for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    ties = {k: v for k, v in sorted(getattr(sweep, "NEAR_TIES", {}).items()) if v}
+    terminalreporter.write_line(f"near-ties (greedy tokens not compared further): {len(ties)}")
+    for key, where in ties.items():
+        terminalreporter.write_line(f"  {key}: {'; '.join(where)}")
 
 
 # -- reference helpers -------------------------------------------------------------------------

@@ -7,12 +7,19 @@ nothing is downloaded. :func:`compare` runs the swap criterion: the swapped copy
 original's logits on a left-padded batch and the same greedy generation with a KV cache (8
 tokens, step logits), within :data:`ATOL`. :func:`control` makes the copy whose swapped
 modules see doubled positions, which the comparisons must tell from the original.
+
+In bfloat16 and float16 (``build_pair(..., dtype=)``: built as ``from_pretrained(dtype=)``
+builds, under that default dtype, and swapped in it) the criterion is :func:`compare_16_bits`:
+logits within :func:`tolerance_16_bits` and greedy tokens equal wherever the original's top-2
+margin exceeds it (near-ties are returned, not failed).
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -292,15 +299,29 @@ def tiny_config(model_type: str) -> Any:
     return config
 
 
-def build_pair(model_type: str) -> tuple[Any, Any, SwapReport]:
-    """``(original, swapped, report)``: a seeded tiny model and its swapped copy."""
+@contextmanager
+def default_dtype(dtype: Any) -> Iterator[None]:
+    """Build under ``dtype`` as ``from_pretrained(dtype=)`` does (buffers a model makes in
+    float32 on purpose, as the rotary modules' ``inv_freq``, stay float32)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or previous)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def build_pair(model_type: str, dtype: Any = None) -> tuple[Any, Any, SwapReport]:
+    """``(original, swapped, report)``: a seeded tiny model and its swapped copy, built in
+    ``dtype`` (default float32) and swapped in it."""
     config, cls = tiny_config(model_type), model_class(model_type)
     with torch.device("meta"):
         size = sum(p.numel() for p in cls(config).parameters())
     if size > MAX_PARAMETERS:
         raise ValueError(f"{size:,} parameters after shrinking (sizes under other config keys)")
     torch.manual_seed(0)
-    original = cls(config).eval()
+    with default_dtype(dtype):
+        original = cls(config).eval()
     with torch.no_grad():
         for name, parameter in original.named_parameters():
             if name.endswith(ZERO_AT_INIT.get(model_type, "\0")):
@@ -353,6 +374,64 @@ def compare(original: Any, swapped: Any) -> None:
     """The swap criterion: left-padded logits and cached greedy generation agree."""
     torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
     assert_same_generation(generate(swapped), generate(original))
+
+
+#: k of :func:`tolerance_16_bits`.
+K_16_BITS = 16
+
+
+def tolerance_16_bits(dtype: Any, reference: torch.Tensor) -> float:
+    """The largest change of 16-bit logits a swap may make: ``k · ulp(dtype) · max|logits|``.
+
+    The error model: posenc rounds its float64 table once to ``dtype``; the model's module
+    computes it in float32 and rounds once (some round twice: the table, then its product
+    with the attention factor). The two tables differ by at most one unit in the last place
+    of ``dtype``, ``ε`` relative to 1 (``torch.finfo(dtype).eps``; cos and sin are at most 1,
+    times the attention factor). Propagated: each rotated channel sums two products, so a
+    rotated query or key moves by at most ``2ε`` of its size and their product, the
+    attention logit, by ``4ε``; softmax and the 16-bit rounding of every result this moves
+    (one more ulp each) at most double it, ``8ε`` per attention layer; the tiny models have
+    two layers, in sequence, so ``k = 16``. Relative to the largest logit: the residual
+    stream carries each layer's change to the output unscaled by anything larger than the
+    logits themselves.
+    """
+    return K_16_BITS * float(torch.finfo(dtype).eps) * float(reference.float().abs().max())
+
+
+def _top2_margin(step: torch.Tensor) -> torch.Tensor:
+    """Per row of step logits ``(b, vocab)``: the largest minus the second largest."""
+    top = step.float().topk(2, dim=-1).values
+    return top[..., 0] - top[..., 1]
+
+
+def compare_16_bits(original: Any, swapped: Any, dtype: Any) -> list[str]:
+    """The 16-bit swap criterion; returns the near-ties it did not fail.
+
+    Left-padded logits within :func:`tolerance_16_bits`; cached greedy generation: while a
+    row's tokens agree, its step logits within the bound and its next token equal wherever
+    the original's top-2 margin exceeds the bound; a different token at a smaller margin is a
+    near-tie (listed, and the row is compared no further: its prefixes now differ).
+    """
+    reference = logits(original)
+    bound = tolerance_16_bits(dtype, reference)
+    torch.testing.assert_close(logits(swapped).float(), reference.float(), rtol=0, atol=bound)
+    ours, theirs = generate(swapped), generate(original)
+    start = ours.sequences.shape[1] - NEW_TOKENS
+    ties: list[str] = []
+    for row in range(ours.sequences.shape[0]):
+        for step, (a, b) in enumerate(zip(ours.logits, theirs.logits, strict=True)):
+            torch.testing.assert_close(a[row].float(), b[row].float(), rtol=0, atol=bound)
+            token, expected = ours.sequences[row, start + step], theirs.sequences[row, start + step]
+            if token == expected:
+                continue
+            margin = float(_top2_margin(b[row]))
+            assert margin <= bound, (
+                f"row {row}, step {step}: token {int(token)}, the original's {int(expected)} "
+                f"(top-2 margin {margin:.3g} > bound {bound:.3g})"
+            )
+            ties.append(f"row {row} step {step} (margin {margin:.2g} <= {bound:.2g})")
+            break
+    return ties
 
 
 class _Wrapper(torch.nn.Module):

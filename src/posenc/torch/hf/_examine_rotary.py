@@ -10,8 +10,13 @@ pairs, ``r = 2n`` rotated channels, ``θ_k = p·ω_k``)::
     complex      one complex tensor (..., n): a·exp(iθ_k)                       (freqs_cis)
 
 posenc computes its own float64 tables from the module's config (or its ``dim`` and ``base``)
-and compares them with what the module returns for the same call; only a module whose output
-is posenc's within a float32 build's error, in one of these forms, is replaced.
+and compares them with what the module returns for the same call, on a batch of two rows with
+different positions (each row compared on its own); only a module whose output is posenc's in
+one of these forms is replaced: within a float32 build's error for a float32 ``x``, and for a
+bfloat16 and a float16 ``x`` within that error plus one unit in the last place of its output
+dtype (posenc rounds its float64 table once, a module that computes in float32 rounds its own
+float32 table once: the two may differ by one ulp; a module that computes its angles in 16 bits
+differs by far more).
 
 Multi-axis modules (M-RoPE) take ``position_ids`` of shape ``(n_axes, b, s)`` and return one
 table per token, ``(b, s, ·)``; the 2-D rotary modules of vision towers take ``(N, n_axes)``
@@ -41,15 +46,31 @@ __all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary"]
 LAYOUTS = ("half", "interleaved", "columns", "complex")
 
 # Probe positions: the first 256, then far ones (a second call, so that rope types whose
-# frequencies depend on the length are verified on both sides of their switch).
+# frequencies depend on the length are verified on both sides of their switch), in a batch of
+# two rows: the positions, then the same reversed (the largest position, which length-dependent
+# rope types read, is the same; a module that reads only the first row is caught).
 _NEAR = torch.arange(256)
 _FAR = torch.cat([_NEAR, torch.tensor([1000, 2500, 4095])])
+_NEAR_IDS = torch.stack([_NEAR, _NEAR.flip(-1)])
+_FAR_IDS = torch.stack([_FAR, _FAR.flip(-1)])
+# The dtypes ``x`` also has in the probes (models are cast or run under autocast after a swap).
+_LOW = (torch.bfloat16, torch.float16)
 
 
 def _axis_ids(n_axes: int) -> torch.Tensor:
-    """``(n_axes, 1, s)`` probe ids, different on every axis, near and far."""
-    steps = _FAR[None, None]
+    """``(n_axes, 2, s)`` probe ids, different on every axis and in each row, near and far."""
+    steps = _FAR_IDS[None]
     return torch.cat([(steps * (2 * a + 1) + 5 * a) % 4096 for a in range(n_axes)])
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of ``dtype`` at each (float64) ``magnitude``."""
+    info = torch.finfo(dtype)
+    return torch.exp2(torch.floor(torch.log2(magnitude.clamp(min=info.tiny)))) * info.eps
 
 
 def where(module: nn.Module) -> torch.device:
@@ -214,21 +235,27 @@ def _ours(rotary: Any, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 
 def _compare(
-    output: Any, rotary: Any, positions: torch.Tensor, ours: Any = None
+    output: Any, rotary: Any, positions: torch.Tensor, ours: Any = None, only: str = ""
 ) -> tuple[str | None, str]:
     """The layout in which ``output`` is posenc's table of ``positions`` (``ours``: those
-    tables, when already computed), or why none is."""
+    tables, when already computed), or why none is.
+
+    Within a float32 build's error; with ``only`` (the layout found in float32; the output of
+    a 16-bit ``x``), posenc's table is rounded once to the output's dtype and may differ by one
+    more unit in the last place of that dtype (at the larger of the magnitudes compared).
+    """
     found = _parts(output)
     if found is None:
         return None, f"returns {_describe(output)}, not (cos, sin) or complex phasors"
     form, theirs = found
     width, r = theirs[0].shape[-1], rotary.rotary_dim
     layouts = _layouts(form, width, r)
+    layouts = tuple(x for x in layouts if x == only) if only else layouts
     if not layouts:
         return None, f"its tables are {width} wide; posenc's rotary_dim is {r} ({r // 2} pairs)"
     cos, sin = _ours(rotary, positions) if ours is None else ours
     scale = max(1.0, float(cos.abs().max()))
-    eps = float(torch.finfo(theirs[0].dtype).eps)
+    eps = float(torch.finfo(torch.float32 if only else theirs[0].dtype).eps)
     p = _magnitude(positions, rotary).unsqueeze(-1)
     tolerance = 1e-6 + scale * (4 * eps + 1e-6 * p * float(rotary._omega.max()))
     best: tuple[float, str] = (float("inf"), "")
@@ -239,19 +266,37 @@ def _compare(
                 f"returns shape {tuple(theirs[0].shape)} for position_ids of shape "
                 f"{tuple(positions.shape)}; posenc's is {tuple(ours[0].shape)}"
             )
-        diffs = [largest_difference(t, o, tolerance) for t, o in zip(theirs, ours, strict=True)]
+        diffs = [
+            largest_difference(t, *_bound(t, o, tolerance, only))
+            for t, o in zip(theirs, ours, strict=True)
+        ]
         worst = max(range(2), key=lambda i: diffs[i].ratio)
         if diffs[worst].ratio <= 1.0:
             return layout, ""
         if diffs[worst].ratio < best[0]:
-            *_, row, channel = diffs[worst].at
+            *at, channel = diffs[worst].at
+            pairs = zip(theirs, ours, strict=True)
+            largest = max(float((t.double() - o).abs().max()) for t, o in pairs)
             best = (
                 diffs[worst].ratio,
                 f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
-                f"channel {channel}, {_position_text(positions, rotary, row)}, by "
-                f"{diffs[worst].value:.2g}",
+                f"channel {channel}, {_position_text(positions, rotary, tuple(at))}, by "
+                f"{diffs[worst].value:.2g}"
+                + (f" (the largest difference: {largest:.3g})" if only else ""),
             )
     return None, best[1]
+
+
+def _bound(
+    theirs: torch.Tensor, ours: torch.Tensor, tolerance: torch.Tensor, low: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """posenc's table and the tolerance it is compared with: float64 within ``tolerance``;
+    for a 16-bit ``x`` (``low``), rounded once to ``theirs``' dtype, within one more ulp."""
+    if not low:
+        return ours, tolerance
+    ours = ours.to(theirs.dtype).double()
+    magnitude = torch.maximum(theirs.detach().cpu().double().abs(), ours.abs())
+    return ours, tolerance + _ulp(magnitude, theirs.dtype)
 
 
 def _magnitude(positions: torch.Tensor, rotary: Any) -> torch.Tensor:
@@ -261,14 +306,16 @@ def _magnitude(positions: torch.Tensor, rotary: Any) -> torch.Tensor:
     return positions.cpu().double().abs()
 
 
-def _position_text(positions: torch.Tensor, rotary: Any, row: int) -> str:
-    """``position 7``, or ``position ids (7, 19, 40)`` for the ``row``-th token of ids
-    ``(n_axes, 1, s)`` or ``(s, n_axes)``."""
+def _position_text(positions: torch.Tensor, rotary: Any, at: tuple[int, ...]) -> str:
+    """``position 7 in row 1``, or ``position ids (7, 19, 40) in row 1``, for the token
+    ``at`` (``(row, token)`` of ids ``(b, s)`` or ``(n_axes, b, s)``, ``(token,)`` of
+    ``(s, n_axes)``)."""
+    row = f" in row {at[0]}" if len(at) == 2 else ""
     if not isinstance(rotary, MultiAxisRotary):
-        return f"position {int(positions.reshape(-1)[row])}"
+        return f"position {int(positions.cpu()[at])}{row}"
     coordinates = rotary.coordinates(positions, torch.device("cpu"))[0]
-    values = coordinates.reshape(-1, rotary.n_axes)[row].tolist()
-    return f"position ids ({', '.join(str(v) for v in values)})"
+    values = coordinates[at].tolist()
+    return f"position ids ({', '.join(str(v) for v in values)}){row}"
 
 
 def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, ...]) -> str:
@@ -320,30 +367,47 @@ def _layer_types(module: nn.Module) -> list[str | None] | str:
 
 
 def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | None:
-    """The module's outputs for near and far positions (float32) and for a bfloat16 ``x``;
-    None when it refuses ``key`` (a layer type without RoPE), or why the call failed."""
+    """The module's outputs for near and far positions with a float32 ``x``, and ``{dtype:
+    (far, near)}`` with a bfloat16 and a float16 one; None when it refuses ``key`` (a layer
+    type without RoPE), or why the call failed."""
     device = where(module)
-    near, far = _NEAR[None].to(device), _FAR[None].to(device)
+    near, far = _NEAR_IDS.to(device), _FAR_IDS.to(device)
     extra = () if key is None else (key,)
     x32 = torch.zeros(1, 1, 1, device=device)
     with probing(module) as call:
         try:
-            return (
-                call(x32, near, *extra),
-                call(x32, far, *extra),
-                call(x32.to(torch.bfloat16), near[:, :4], *extra),
-            )
+            # near before far in every dtype: Hugging Face's dynamic modules keep the
+            # frequencies of the longest call so far
+            xs = [x32, *(x32.to(d) for d in _LOW)]
+            near_out = [call(x, near, *extra) for x in xs]
+            far_out = [call(x, far, *extra) for x in xs]
+            low = {d: (far_out[i], near_out[i]) for i, d in enumerate(_LOW, start=1)}
+            return near_out[0], far_out[0], low
         except Exception as exc:  # any failure of a foreign module is a reason
             if key is not None and isinstance(exc, AttributeError | KeyError):
                 return None
             return f"calling it as {signature_text(module)} failed: {type(exc).__name__}: {exc}"
 
 
-def _dtype_rule(low: Any, layout: str) -> torch.dtype | None:
-    """The output dtype of a call with a bfloat16 ``x``: None when it follows ``x``."""
-    parts = _parts(low)
-    low_dtype = None if parts is None else low.dtype if layout == "complex" else low[0].dtype
-    return None if low_dtype == torch.bfloat16 else low_dtype
+def _in_16_bits(
+    low: dict[torch.dtype, tuple[Any, ...]], rotary: Any, layout: str, probes: list[Any]
+) -> tuple[torch.dtype | None, str] | str:
+    """``(dtype rule, layout)`` when the module's outputs for 16-bit ``x`` (``low``: dtype →
+    its outputs for ``probes``, ``(position_ids, posenc's tables or None)``) are posenc's
+    within one ulp (see :func:`_compare`), else the reason naming the dtype. The rule: None
+    when the output dtype follows ``x``, else the one dtype it always has."""
+    rules = set()
+    for dtype, outputs in low.items():
+        for output, (positions, tables) in zip(outputs, probes, strict=True):
+            found, why = _compare(output, rotary, positions, tables, only=layout)
+            if found is None:
+                return f"in {_name(dtype)}: {why}"
+        output = outputs[0]
+        got = output.dtype if layout == "complex" else output[0].dtype
+        rules.add(None if got == dtype else got)
+    if len(rules) > 1:
+        return f"its output dtype neither follows x nor is one dtype ({sorted(map(str, rules))})"
+    return rules.pop(), layout
 
 
 def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, str, Any] | str:
@@ -356,11 +420,14 @@ def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, st
     with probing(module) as call:
         try:
             output = call(x32, ids.to(x32.device), *extra)
-            low = call(x32.to(torch.bfloat16), ids[:4].to(x32.device), *extra)
+            low = {d: (call(x32.to(d), ids.to(x32.device), *extra),) for d in _LOW}
         except Exception as exc:  # any failure of a foreign module is a reason
             return f"{type(exc).__name__}: {exc}"
     layout, why = _compare(output, last, ids)
-    return why if layout is None else (last, layout, _dtype_rule(low, layout))
+    if layout is None:
+        return why
+    found = _in_16_bits(low, last, layout, [(ids, None)])
+    return found if isinstance(found, str) else (last, layout, found[0])
 
 
 def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype | None] | str:
@@ -392,20 +459,25 @@ def _check(
     """``candidate`` checked against the module's outputs for 1-D ids, then for ids that
     differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
     near, far, low = outputs
-    far_tables = _ours(candidate, _FAR[None])
+    far_tables = _ours(candidate, _FAR_IDS)
     scaling = getattr(candidate, "scaling", None)
     if scaling is not None and scaling.depends_on_length:  # other frequencies at 256
-        near_tables = _ours(candidate, _NEAR[None])
-    else:  # the first 256 positions of the far probe
-        near_tables = far_tables[0][..., :256, :], far_tables[1][..., :256, :]
-    layout, why = _compare(near, candidate, _NEAR[None], near_tables)
+        near_tables = _ours(candidate, _NEAR_IDS)
+    else:  # the first 256 positions of the far probe, in each row
+        cos, sin = (torch.stack([t[0, :256], t[1, -256:]]) for t in far_tables)
+        near_tables = cos, sin
+    layout, why = _compare(near, candidate, _NEAR_IDS, near_tables)
     if layout is not None:
-        far_layout, why = _compare(far, candidate, _FAR[None], far_tables)
+        far_layout, why = _compare(far, candidate, _FAR_IDS, far_tables)
         layout = layout if far_layout == layout else None
     if layout is not None:
         why = _axes_check(module, candidate, layout, () if key is None else (key,))
         layout = None if why else layout
-    return why if layout is None else (candidate, layout, _dtype_rule(low, layout))
+    if layout is None:
+        return why
+    probes = [(_FAR_IDS, far_tables), (_NEAR_IDS, near_tables)]
+    found = _in_16_bits(low, candidate, layout, probes)
+    return found if isinstance(found, str) else (candidate, layout, found[0])
 
 
 def examine_rotary(module: nn.Module, with_layer: bool) -> RotaryFinding | str:

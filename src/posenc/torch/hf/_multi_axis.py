@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..._features import check_pairs
 from ..._rope.multi_axis import AxisOrder, AxisSchedule, _Request
 from ..._rope.plan import RopeLayer, rope_plan
 from .._checks import as_positions, check_dtype
@@ -54,6 +55,9 @@ class MultiAxisRotary(nn.Module):
             scaling's ``partial_rotary_factor``.
         axes_dim: where ``position_ids`` holds the axes: ``0`` (default, the language
             models' ``(n_axes, b, s)``) or ``-1`` (the vision towers' ``(..., n_axes)``).
+        pairs: how the attention pairs channels: ``"half"`` (default, ``rotate_half``: the
+            table is ``[θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]``) or ``"interleaved"`` (pairs
+            ``2k, 2k+1``: ``[θ_0, θ_0, θ_1, θ_1, ...]``, as GLM-4V's text model).
 
     Shapes (``forward``):
         - ``x``: any floating tensor; only its dtype and device are used.
@@ -84,8 +88,10 @@ class MultiAxisRotary(nn.Module):
         scaling: Any = None,
         rotary_dim: int | None = None,
         axes_dim: int = 0,
+        pairs: str = "half",
     ) -> None:
         super().__init__()
+        self.pairs = check_pairs(pairs)
         if axes_dim not in (0, -1) or isinstance(axes_dim, bool):
             raise ValueError(f"axes_dim must be 0 or -1, got {axes_dim!r}")
         self.axes_dim = axes_dim
@@ -107,7 +113,9 @@ class MultiAxisRotary(nn.Module):
     ) -> MultiAxisRotary:
         """The module of a model's config (its text config), read by :func:`posenc.rope_plan`:
         ``mrope_section``, ``mrope_interleaved``, ``rope_theta``, the scaling and partial
-        rotation, in every spelling the plan reads.
+        rotation, in every spelling the plan reads, and the pair layout (:attr:`pairs`: the
+        plan's ``pairs``, ``"interleaved"`` for GLM-4V's text model, whose table it then
+        returns).
 
         Args:
             config: a ``transformers`` config (``Qwen2VLTextConfig``, ``Qwen3VLConfig``,
@@ -118,11 +126,15 @@ class MultiAxisRotary(nn.Module):
         Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``) or whose
         axis layout posenc builds no table for (the reason is the plan's).
         """
-        return cls._from_layer(rope_plan(config).layer(layer_type), axes_dim=axes_dim)
+        layer = rope_plan(config).layer(layer_type)
+        return cls._from_layer(layer, axes_dim=axes_dim, pairs=layer.pairs)
 
     @classmethod
-    def _from_layer(cls, layer: RopeLayer, *, axes_dim: int = 0) -> MultiAxisRotary:
-        """The module of one multi-axis layer of a rope plan."""
+    def _from_layer(
+        cls, layer: RopeLayer, *, axes_dim: int = 0, pairs: str = "half"
+    ) -> MultiAxisRotary:
+        """The module of one multi-axis layer of a rope plan, its table laid out in
+        ``pairs`` (the swap compares ``half`` tables and lays them out itself)."""
         if not layer.uses_positions or not layer.multi_axis:
             raise ValueError(
                 f"layer_type {layer.layer_type!r} has one position axis (or none): "
@@ -141,6 +153,7 @@ class MultiAxisRotary(nn.Module):
             scaling=layer.scaling,
             rotary_dim=None if keeps else layer.rotary_dim,
             axes_dim=axes_dim,
+            pairs=pairs,
         )
         new.slot_order = tuple(slots)
         new._fixed = new._frequencies(None)
@@ -190,7 +203,7 @@ class MultiAxisRotary(nn.Module):
         if self.scaling is not None and self.scaling.depends_on_length:
             advice = compile_advice("MultiAxisRotary", "multi_axis_cos_sin")
             frequencies = self._frequencies(largest_position_seq_len(positions, advice))
-        return frequencies.cos_sin(positions, "half", dtype, checked)
+        return frequencies.cos_sin(positions, self.pairs, dtype, checked)
 
     def describe(self) -> str:
         """Sections, order, schedule and where the axes are, as the report and ``repr`` show
@@ -198,7 +211,8 @@ class MultiAxisRotary(nn.Module):
         text = self._spec.describe()
         if self.slot_order != tuple(range(self.n_axes)):
             text += f", slot_order={list(self.slot_order)}"
-        return text + (", axes_dim=-1" if self.axes_dim == -1 else "")
+        text += ", axes_dim=-1" if self.axes_dim == -1 else ""
+        return text + (", pairs='interleaved'" if self.pairs == "interleaved" else "")
 
     def extra_repr(self) -> str:
         text = f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, {self.describe()}"

@@ -157,7 +157,11 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
 
     Modules are found by what they compute, never by their class name (``transformers`` is
     never imported). Each candidate is called on probe inputs (the first 256 positions and
-    some far ones) and compared with posenc's float64 table before anything is replaced:
+    some far ones, in two batch rows that differ, compared row by row) and compared with
+    posenc's float64 table before anything is replaced; rotary modules are called with a
+    float32, a bfloat16 and a float16 ``x`` and must match in each: within a float32 build's
+    error, and in 16 bits within one more unit in the last place of their output dtype (a
+    module that computes its angles in ``x.dtype`` is left, the report names the dtype):
 
     - rotary modules, called ``module(x, position_ids)`` or ``module(x, position_ids,
       layer_type)``, returning ``(cos, sin)`` in the ``half`` layout (→ :class:`LlamaRotary`),
