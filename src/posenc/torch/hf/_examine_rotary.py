@@ -29,8 +29,9 @@ that folds three axes into one table per token is not 1-D RoPE and is left.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -38,10 +39,18 @@ from torch import nn
 from .._kernels._cast import cast_exact
 from ._config import layer_types, rope_module
 from ._multi_axis import MultiAxisRotary
-from ._probe import forward_parameters, largest_difference, probing, signature_text
+from ._probe import forward_parameters, probing, signature_text
 from ._rotary import LlamaRotary
 
-__all__ = ["LAYOUTS", "RotaryFinding", "RotaryTables", "examine_rotary"]
+__all__ = [
+    "LAYOUTS",
+    "Difference",
+    "RotaryFinding",
+    "RotaryTables",
+    "examine_rotary",
+    "largest_difference",
+    "worst_difference",
+]
 
 LAYOUTS = ("half", "interleaved", "columns", "complex")
 
@@ -228,6 +237,40 @@ def _layouts(form: str, width: int, rotary_dim: int) -> tuple[str, ...]:
     return ("columns",) if width == rotary_dim // 2 else ()
 
 
+class Difference(NamedTuple):
+    """The worst element of ``|theirs - ours| / tolerance``."""
+
+    ratio: float
+    value: float
+    at: tuple[int, ...]
+
+
+def largest_difference(
+    theirs: torch.Tensor, ours: torch.Tensor, tolerance: torch.Tensor
+) -> Difference:
+    """The worst difference, relative to ``tolerance`` (broadcast to the tensors' shape).
+
+    NaN counts as infinitely far; shapes must agree (the caller checks).
+    """
+    error = (theirs.detach().cpu().double() - ours.detach().cpu().double()).abs()
+    ratio = (error / tolerance).nan_to_num(nan=float("inf"))
+    flat = int(ratio.reshape(-1).argmax()) if ratio.numel() else 0
+    if not ratio.numel():
+        return Difference(0.0, 0.0, ())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ratio.shape))
+    return Difference(float(ratio[index]), float(error[index]), index)
+
+
+def worst_difference(
+    compared: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+) -> tuple[int, Difference]:
+    """The worst of :func:`largest_difference` over ``(theirs, ours, tolerance)`` triples
+    (a module's cos and sin): its index and its difference."""
+    found = [largest_difference(*triple) for triple in compared]
+    worst = max(range(len(found)), key=lambda i: found[i].ratio)
+    return worst, found[worst]
+
+
 def _ours(rotary: Any, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """posenc's float64 ``half`` tables of ``positions`` (on the CPU)."""
     cos, sin = rotary(torch.empty(0, dtype=torch.float64), positions.cpu())
@@ -266,23 +309,19 @@ def _compare(
                 f"returns shape {tuple(theirs[0].shape)} for position_ids of shape "
                 f"{tuple(positions.shape)}; posenc's is {tuple(ours[0].shape)}"
             )
-        diffs = [
-            largest_difference(t, *_bound(t, o, tolerance, only))
-            for t, o in zip(theirs, ours, strict=True)
-        ]
-        worst = max(range(2), key=lambda i: diffs[i].ratio)
-        if diffs[worst].ratio <= 1.0:
+        compared = [(t, *_bound(t, o, tolerance, only)) for t, o in zip(theirs, ours, strict=True)]
+        worst, diff = worst_difference(compared)
+        if diff.ratio <= 1.0:
             return layout, ""
-        if diffs[worst].ratio < best[0]:
-            *at, channel = diffs[worst].at
+        if diff.ratio < best[0]:
+            *at, channel = diff.at
             pairs = zip(theirs, ours, strict=True)
             largest = max(float((t.double() - o).abs().max()) for t, o in pairs)
             best = (
-                diffs[worst].ratio,
+                diff.ratio,
                 f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
                 f"channel {channel}, {_position_text(positions, rotary, tuple(at))}, by "
-                f"{diffs[worst].value:.2g}"
-                + (f" (the largest difference: {largest:.3g})" if only else ""),
+                f"{diff.value:.2g}" + (f" (the largest difference: {largest:.3g})" if only else ""),
             )
     return None, best[1]
 

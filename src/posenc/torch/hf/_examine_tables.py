@@ -38,7 +38,8 @@ from ._absolute import (
     factory_of,
     fairseq_positions,
 )
-from ._probe import forward_parameters, largest_difference, probing, signature_text
+from ._examine_rotary import largest_difference
+from ._probe import forward_parameters, probing, signature_text
 from ._report import Replaced
 
 __all__ = ["TableRows", "examine_computed", "examine_table"]

@@ -6,15 +6,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 
 __all__ = [
-    "Difference",
     "forward_parameters",
-    "largest_difference",
     "probing",
     "rotary_call",
     "signature_text",
@@ -56,30 +54,6 @@ def probing(module: nn.Module) -> Iterator[Callable[..., Any]]:
         module._buffers.update(buffers)
         module._parameters.clear()
         module._parameters.update(parameters)
-
-
-class Difference(NamedTuple):
-    """The worst element of ``|theirs - ours| / tolerance``."""
-
-    ratio: float
-    value: float
-    at: tuple[int, ...]
-
-
-def largest_difference(
-    theirs: torch.Tensor, ours: torch.Tensor, tolerance: torch.Tensor
-) -> Difference:
-    """The worst difference, relative to ``tolerance`` (broadcast to the tensors' shape).
-
-    NaN counts as infinitely far; shapes must agree (the caller checks).
-    """
-    error = (theirs.detach().cpu().double() - ours.detach().cpu().double()).abs()
-    ratio = (error / tolerance).nan_to_num(nan=float("inf"))
-    flat = int(ratio.reshape(-1).argmax()) if ratio.numel() else 0
-    if not ratio.numel():
-        return Difference(0.0, 0.0, ())
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ratio.shape))
-    return Difference(float(ratio[index]), float(error[index]), index)
 
 
 def rotary_call(module: nn.Module) -> bool | str:
