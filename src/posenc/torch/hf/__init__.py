@@ -19,6 +19,9 @@ posenc module                     replaces (``transformers``)                   
 :class:`MultiAxisRotary`          ``Qwen2VLRotaryEmbedding`` and the M-RoPE       M-RoPE, ``half``
                                   modules of Qwen2.5-VL, Qwen3-VL, Qwen3.5, ...:  pairs
                                   ``position_ids`` ``(3, b, s)`` or ``(b, s)``
+:class:`RelativeSinusoidPositions`  ``Wav2Vec2ConformerRelPositionalEmbedding``,     relative
+                                  ``FastSpeech2ConformerRelPositionalEncoding``,   sinusoid,
+                                  ``ParakeetEncoderRelPositionalEncoding``         ``paper``
 ================================  ==============================================  ===============
 
 The two-line swap finds these modules, and the rotary modules of other models (interleaved
@@ -43,6 +46,7 @@ Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``embedding_dim``.
 """
 
 from ._absolute import M2M100Positions, MarianPositions, WhisperEncoderPositions, fairseq_positions
+from ._bias_layers import RelativeSinusoidPositions
 from ._multi_axis import MultiAxisRotary
 from ._report import SwapReport
 from ._rotary import LlamaRotary
@@ -53,6 +57,7 @@ __all__ = [
     "M2M100Positions",
     "MarianPositions",
     "MultiAxisRotary",
+    "RelativeSinusoidPositions",
     "SwapReport",
     "WhisperEncoderPositions",
     "fairseq_positions",

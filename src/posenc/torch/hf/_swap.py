@@ -14,6 +14,7 @@ from ._examine_rotary import examine_rotary
 from ._examine_tables import examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
+from ._swap_bias import examine_bias
 
 __all__ = ["swap_positions"]
 
@@ -75,6 +76,9 @@ def _table(module: nn.Module, positional: bool) -> tuple[str, torch.Tensor, bool
 def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
     """``(record, replacement)``, the reason it stays, or None for a non-positional module."""
     positional = _looks_positional(child_name, module)
+    bias = examine_bias(module, positional)  # attention biases: see _swap_bias
+    if bias is not None:
+        return bias
     parameter_free = next(module.parameters(), None) is None
     call = rotary_call(module) if parameter_free else None
     if parameter_free and not isinstance(call, str):
