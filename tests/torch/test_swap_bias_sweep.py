@@ -243,6 +243,11 @@ def test_a_t5_bias_is_reported() -> None:
     again = swap_positions(model)
     assert not again.replaced
     assert not again.left
+    assert attention_names(again.already) == attention_names(report.names)
+
+
+def attention_names(names: Any) -> list[str]:
+    return sorted(name for name in names if name.endswith("SelfAttention"))
 
 
 # -- biases built by functions: reported, with a posenc call equal to the function ------------
@@ -392,3 +397,46 @@ def test_a_relative_table_that_differs_is_left_with_the_reason() -> None:
     report = swap_positions(holder)
     assert not report.replaced
     assert "relative sinusoid table differs from posenc's" in report.left[0].reason
+
+
+class _ClampedBias(torch.nn.Module):
+    """T5's attributes, but a bias that clamps the relative positions instead of bucketing."""
+
+    relative_attention_num_buckets = 8
+    relative_attention_max_distance = 16
+    is_decoder = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.relative_attention_bias = torch.nn.Embedding(8, 2)
+
+    def compute_bias(
+        self, query_length: int, key_length: int, device: Any = None, past_seen_tokens: int = 0
+    ) -> Any:
+        query = torch.arange(query_length)[:, None] + past_seen_tokens
+        rel = (torch.arange(key_length)[None, :] - query).clamp(0, 7)
+        return self.relative_attention_bias(rel).permute(2, 0, 1)[None]
+
+
+def test_a_t5_style_bias_that_differs_is_left_with_the_reason() -> None:
+    holder = torch.nn.Module()
+    holder.attention = _ClampedBias()
+    report = swap_positions(holder)
+    assert not report.replaced
+    assert report.left[0].name == "attention"
+    assert "differs from posenc's t5_buckets" in report.left[0].reason
+    with pytest.raises(ValueError, match="differs from posenc's t5_buckets"):
+        swap_positions(holder, strict=True)
+
+
+def test_a_swapped_t5_copies_with_its_own_weights() -> None:
+    model = _built(lambda: _t5_family("T5Config", "T5ForConditionalGeneration"))
+    swap_positions(model)
+    twin = copy.deepcopy(model)
+    attention = model.encoder.block[0].layer[0].SelfAttention
+    other = twin.encoder.block[0].layer[0].SelfAttention
+    bias = attention.compute_bias(4, 4)
+    with torch.no_grad():
+        other.relative_attention_bias.weight.add_(1.0)
+    assert torch.equal(attention.compute_bias(4, 4), bias)
+    assert torch.equal(other.compute_bias(4, 4), bias + 1.0)

@@ -14,7 +14,7 @@ from ._examine_rotary import examine_rotary
 from ._examine_tables import examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
-from ._swap_bias import examine_bias
+from ._swap_bias import bias_swapped, examine_bias
 
 __all__ = ["swap_positions"]
 
@@ -29,7 +29,7 @@ def _looks_positional(child_name: str, module: nn.Module) -> bool:
 
 
 def _is_posenc(module: nn.Module) -> bool:
-    return type(module).__module__.startswith("posenc.")
+    return type(module).__module__.startswith("posenc.") or bias_swapped(module)
 
 
 def _carry_attributes(old: nn.Module, new: nn.Module) -> None:

@@ -29,7 +29,7 @@ from ._bias_layers import RelativeSinusoidPositions
 from ._probe import largest_difference, probing
 from ._report import Replaced
 
-__all__ = ["built_by_function", "examine_bias"]
+__all__ = ["bias_swapped", "built_by_function", "examine_bias"]
 
 # (query_length, key_length, past) at which compute_bias is compared: both signs of the
 # relative positions, the log bins and far beyond max_distance
@@ -102,6 +102,12 @@ def posenc_block_bias(self: Any, block_length: int) -> torch.Tensor:
     return values.permute(2, 0, 1).unsqueeze(0).unsqueeze(0)
 
 
+def bias_swapped(module: nn.Module) -> bool:
+    """Whether ``module``'s ``compute_bias`` is posenc's (a layer swapped before)."""
+    method = vars(module).get("compute_bias")
+    return getattr(method, "__func__", None) in (posenc_compute_bias, posenc_block_bias)
+
+
 def _call_form(module: nn.Module) -> str | None:
     """``"t5"`` (query_length, key_length, device, past_seen_tokens), ``"block"``
     (block_length) or None."""
@@ -149,11 +155,8 @@ def _same_bias(module: nn.Module, new: nn.Module, form: str) -> bool:
 
 
 def _examine_t5(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
-    method: Any = getattr(module, "compute_bias", None)
-    if method is None:
+    if getattr(module, "compute_bias", None) is None or bias_swapped(module):
         return None
-    if getattr(method, "__func__", None) in (posenc_compute_bias, posenc_block_bias):
-        return None  # swapped before
     form = _call_form(module)
     if form is None:
         return f"T5-style bias, compute_bias call not understood: {module.compute_bias}"
