@@ -19,10 +19,14 @@ posenc module                     replaces (``transformers``)                   
 :class:`MultiAxisRotary`          ``Qwen2VLRotaryEmbedding`` and the M-RoPE       M-RoPE, ``half``
                                   modules of Qwen2.5-VL, Qwen3-VL, Qwen3.5, ...:  pairs
                                   ``position_ids`` ``(3, b, s)`` or ``(b, s)``
-:class:`RelativeSinusoidPositions`  ``Wav2Vec2ConformerRelPositionalEmbedding``,     relative
-                                  ``FastSpeech2ConformerRelPositionalEncoding``,   sinusoid,
-                                  ``ParakeetEncoderRelPositionalEncoding``         ``paper``
 ================================  ==============================================  ===============
+
+Attention biases: :class:`RelativeSinusoidPositions` replaces the relative sinusoid modules of
+Conformer speech encoders (``Wav2Vec2ConformerRelPositionalEmbedding``,
+``FastSpeech2ConformerRelPositionalEncoding``, ``ParakeetEncoderRelPositionalEncoding``);
+``swap_positions`` also computes T5's ``compute_bias`` with posenc's buckets, and reports the
+biases that functions build (ALiBi, DeBERTa's relative positions) with the posenc call equal
+to each.
 
 The two-line swap finds these modules, and the rotary modules of other models (interleaved
 pairs, one column per pair, complex phasors, per-layer-type parameters, multi-axis
