@@ -385,7 +385,13 @@ def test_relative_positions_refuse_bad_arguments(kwargs: Any, error: type, match
 
 def test_a_relative_table_that_differs_is_left_with_the_reason() -> None:
     class Shifted(torch.nn.Module):
+        """Another base: the form of Parakeet's module (frequencies in a buffer)."""
+
         d_model = 8
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("inv_freq", 5000.0 ** -(torch.arange(0, 8, 2) / 8))
 
         def forward(self, hidden_states: Any) -> Any:
             length = hidden_states.shape[1]

@@ -62,10 +62,11 @@ def _tiny_llama() -> Any:
     return transformers.LlamaForCausalLM(config).eval()
 
 
-def test_one_swap_changes_file_at_most_fifty_times() -> None:
+def test_one_swap_changes_file_at_most_fifty_one_times() -> None:
+    """50, and one walk over the model for its attention biases (one call, in any model)."""
     pytest.importorskip("transformers")
     found = walk.summary(walk.trace(walk.WALKS["swap"]()))
-    assert found.changes <= 50, found
+    assert found.changes <= 51, found
 
 
 def _calls(call: Callable[[], Any], names: set[str]) -> Counter[str]:

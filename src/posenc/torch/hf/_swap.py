@@ -14,7 +14,7 @@ from ._examine_rotary import examine_rotary
 from ._examine_tables import examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
-from ._swap_bias import bias_swapped, examine_bias
+from ._swap_bias import examine_biases
 
 __all__ = ["swap_positions"]
 
@@ -29,7 +29,7 @@ def _looks_positional(child_name: str, module: nn.Module) -> bool:
 
 
 def _is_posenc(module: nn.Module) -> bool:
-    return type(module).__module__.startswith("posenc.") or bias_swapped(module)
+    return type(module).__module__.startswith("posenc.")
 
 
 def _carry_attributes(old: nn.Module, new: nn.Module) -> None:
@@ -76,9 +76,6 @@ def _table(module: nn.Module, positional: bool) -> tuple[str, torch.Tensor, bool
 def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
     """``(record, replacement)``, the reason it stays, or None for a non-positional module."""
     positional = _looks_positional(child_name, module)
-    bias = examine_bias(module, positional)  # attention biases: see _swap_bias
-    if bias is not None:
-        return bias
     parameter_free = next(module.parameters(), None) is None
     call = rotary_call(module) if parameter_free else None
     if parameter_free and not isinstance(call, str):
@@ -127,16 +124,17 @@ def _swap(model: nn.Module, strict: bool) -> SwapReport:
     left: list[Left] = []
     already: list[str] = []
     skip: list[str] = []
+    biases = examine_biases(model)  # attention biases, one walk (see _swap_bias)
     for parent_name, parent in model.named_modules():
         if any(parent_name == s or parent_name.startswith(s + ".") for s in skip):
             continue
         for child_name, child in parent.named_children():
             name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if _is_posenc(child):
+            if _is_posenc(child) or name in biases.already:
                 already.append(name)
                 skip.append(name)
                 continue
-            found: Any = _examine(child_name, child)
+            found: Any = biases.found.get(name) or _examine(child_name, child)
             if isinstance(found, str):
                 left.append(Left(name, found))
             elif found is not None:

@@ -19,7 +19,7 @@ import copy
 import inspect
 import math
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -29,7 +29,7 @@ from ._bias_layers import RelativeSinusoidPositions
 from ._probe import largest_difference, probing
 from ._report import Replaced
 
-__all__ = ["bias_swapped", "built_by_function", "examine_bias"]
+__all__ = ["Biases", "bias_swapped", "built_by_function", "examine_biases"]
 
 # (query_length, key_length, past) at which compute_bias is compared: both signs of the
 # relative positions, the log bins and far beyond max_distance
@@ -38,14 +38,40 @@ _BLOCK_PROBES = (1, 3, 16, 200)
 _RELATIVE_LENGTHS = (1, 7, 300)
 
 
-def examine_bias(module: nn.Module, positional: bool) -> tuple[Replaced, nn.Module] | str | None:
+class Biases(NamedTuple):
+    """What :func:`examine_biases` found, by qualified name: ``found`` maps a module to
+    ``(record, replacement)`` or the reason it stays; ``already`` names the layers whose
+    ``compute_bias`` is posenc's (swapped before)."""
+
+    found: dict[str, tuple[Replaced, nn.Module] | str]
+    already: frozenset[str]
+
+
+def examine_biases(model: nn.Module) -> Biases:
+    """One walk over ``model``'s modules (the root excluded) for the attention biases posenc
+    knows."""
+    found: dict[str, tuple[Replaced, nn.Module] | str] = {}
+    already = []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        if bias_swapped(module):
+            already.append(name)
+            continue
+        result = _examine_bias(module)
+        if result is not None:
+            found[name] = result
+    return Biases(found, frozenset(already))
+
+
+def _examine_bias(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
     """``(record, replacement)``, the reason a bias stays, or None: not a bias posenc knows."""
     reason = built_by_function(module)
     if reason is not None:
         return reason
     if isinstance(getattr(module, "relative_attention_bias", None), nn.Embedding):
         return _examine_t5(module)
-    if positional and next(module.parameters(), None) is None:
+    if _relative_candidate(module):
         return _examine_relative(module)
     return None
 
@@ -155,7 +181,7 @@ def _same_bias(module: nn.Module, new: nn.Module, form: str) -> bool:
 
 
 def _examine_t5(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
-    if getattr(module, "compute_bias", None) is None or bias_swapped(module):
+    if getattr(module, "compute_bias", None) is None:
         return None
     form = _call_form(module)
     if form is None:
@@ -200,6 +226,16 @@ def _width(module: nn.Module) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _relative_candidate(module: nn.Module) -> bool:
+    """Parameter-free, holding a floating buffer of its own (the table, or the frequencies),
+    called with one argument: the form of the Conformer relative positional modules."""
+    if next(module.parameters(), None) is not None:
+        return False
+    if not any(b.is_floating_point() for b in module.buffers(recurse=False)):
+        return False
+    return _single_argument(module)
+
+
 def _single_argument(module: nn.Module) -> bool:
     try:
         params = list(inspect.signature(module.forward).parameters.values())
@@ -229,7 +265,7 @@ def _output_form(result: Any, x: torch.Tensor, d: int) -> tuple[str, torch.Tenso
 def _examine_relative(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
     """A parameter-free module called ``module(x)`` returning the relative sinusoid table."""
     d = _width(module)
-    if d is None or d < 2 or d % 2 or not _single_argument(module):
+    if d is None or d < 2 or d % 2:
         return None
     modes = [(m, m.training) for m in module.modules()]
     module.eval()  # dropout off while probing
