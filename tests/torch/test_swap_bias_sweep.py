@@ -212,6 +212,8 @@ def test_the_swapped_bias_keeps_the_outputs(model_type: str) -> None:
     biases = [r for r in report.replaced if r.kind == "bias"]
     assert biases, f"no bias swapped in {model_type}:\n{report}"
     assert all(kind in r.replacement for r in biases), str(report)
+    if model_type == "umt5":  # one bias per self-attention layer: 2 encoder, 2 decoder layers
+        assert len(biases) == 4, str(report)
     assert not [x for x in report.left if "bias" in x.reason], str(report)
     with torch.no_grad():
         before, tokens_before = run(original)
@@ -446,3 +448,27 @@ def test_a_swapped_t5_copies_with_its_own_weights() -> None:
         other.relative_attention_bias.weight.add_(1.0)
     assert torch.equal(attention.compute_bias(4, 4), bias)
     assert torch.equal(other.compute_bias(4, 4), bias + 1.0)
+
+
+class _OtherBuckets(_ClampedBias):
+    """T5's bias from ``compute_bias``, but a ``_relative_position_bucket`` (read by other
+    methods, as LongT5's side bias) that clamps."""
+
+    def compute_bias(
+        self, query_length: int, key_length: int, device: Any = None, past_seen_tokens: int = 0
+    ) -> Any:
+        query = torch.arange(query_length)[:, None] + past_seen_tokens
+        rel = torch.arange(key_length)[None, :] - query
+        buckets = pt.t5_buckets(rel, num_buckets=8, max_distance=16, convention="transformers")
+        return self.relative_attention_bias(buckets).permute(2, 0, 1)[None]
+
+    def _relative_position_bucket(self, relative_position: Any) -> Any:
+        return relative_position.clamp(0, 7)
+
+
+def test_buckets_read_by_other_methods_are_verified_too() -> None:
+    holder = torch.nn.Module()
+    holder.attention = _OtherBuckets()
+    report = swap_positions(holder)
+    assert not report.replaced
+    assert "differs from posenc's t5_buckets" in report.left[0].reason

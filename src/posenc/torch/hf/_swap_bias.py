@@ -177,6 +177,29 @@ def _same_bias(module: nn.Module, new: nn.Module, form: str) -> bool:
             ours = new.compute_bias(*args, **kwargs)  # type: ignore[operator]
             if theirs.shape != ours.shape or not torch.equal(theirs, ours):
                 return False
+    return _same_buckets(module, new)
+
+
+def _same_buckets(module: nn.Module, new: nn.Module) -> bool:
+    """The layer's ``_relative_position_bucket`` (read by other methods too: LongT5's side
+    bias) equals posenc's, with the layer's settings and, where it takes them, others."""
+    original: Any = getattr(module, "_relative_position_bucket", None)
+    if original is None:
+        return True  # nothing else reads buckets
+    ours: Any = new._relative_position_bucket
+    rel = torch.arange(-3000, 3001)
+    try:
+        takes = "bidirectional" in inspect.signature(original).parameters
+    except (TypeError, ValueError):
+        return False
+    if not takes:
+        return torch.equal(original(rel), ours(rel))
+    settings: Any = vars(new)["_posenc_bucket_settings"]
+    for bidirectional in (True, False):
+        kwargs = {"bidirectional": bidirectional, "num_buckets": settings[1],
+                  "max_distance": settings[2]}  # fmt: skip
+        if not torch.equal(original(rel, **kwargs), ours(rel, **kwargs)):
+            return False
     return True
 
 
