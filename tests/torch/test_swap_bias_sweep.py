@@ -472,3 +472,14 @@ def test_buckets_read_by_other_methods_are_verified_too() -> None:
     report = swap_positions(holder)
     assert not report.replaced
     assert "differs from posenc's t5_buckets" in report.left[0].reason
+
+
+def test_a_swapped_t5_still_compiles_into_one_graph() -> None:
+    model = _built(lambda: _t5_family("T5Config", "T5EncoderModel"))
+    expected = model(input_ids=_tokens()).last_hidden_state
+    swap_positions(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():  # fullgraph=True: a graph break raises
+        got = compiled(input_ids=_tokens()).last_hidden_state
+    torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-6)

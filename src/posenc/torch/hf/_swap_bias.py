@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from .._bias.dense import t5_buckets
+from .._bias.dense import t5_buckets, transformers_t5_buckets
 from ._bias_layers import RelativeSinusoidPositions
 from ._probe import largest_difference, probing
 from ._report import Replaced
@@ -94,15 +94,16 @@ def posenc_bucket(
     num_buckets: int | None = None,
     max_distance: int | None = None,
 ) -> torch.Tensor:
-    """``_relative_position_bucket`` by :func:`posenc.torch.t5_buckets` ("transformers"); the
-    settings default to the layer's."""
-    default = self._posenc_bucket_settings
-    return t5_buckets(
-        relative_position,
-        bidirectional=default[0] if bidirectional is None else bidirectional,
-        num_buckets=default[1] if num_buckets is None else num_buckets,
-        max_distance=default[2] if max_distance is None else max_distance,
-        convention="transformers",
+    """``_relative_position_bucket`` by posenc's T5 buckets (convention "transformers",
+    :func:`posenc.torch.t5_buckets` without its host-side checks: the settings are the
+    layer's, checked when it was swapped, and the positions come from the model), so that
+    the model still compiles into one graph; the settings default to the layer's."""
+    default = vars(self)["_posenc_bucket_settings"]
+    return transformers_t5_buckets(
+        relative_position.to(torch.int64),
+        default[0] if bidirectional is None else bidirectional,
+        default[1] if num_buckets is None else num_buckets,
+        default[2] if max_distance is None else max_distance,
     )
 
 
@@ -158,8 +159,12 @@ def _copy(module: nn.Module) -> nn.Module:
 
 
 def _bind(module: nn.Module, form: str, bidirectional: bool) -> nn.Module:
+    settings = _settings(module, bidirectional)
+    zero = torch.zeros(1, dtype=torch.int64)  # checks the settings, once
+    b, n, m = settings
+    t5_buckets(zero, bidirectional=b, num_buckets=n, max_distance=m, convention="transformers")
     new = _copy(module)
-    vars(new)["_posenc_bucket_settings"] = _settings(module, bidirectional)
+    vars(new)["_posenc_bucket_settings"] = settings
     compute = posenc_compute_bias if form == "t5" else posenc_block_bias
     vars(new)["compute_bias"] = types.MethodType(compute, new)
     vars(new)["_relative_position_bucket"] = types.MethodType(posenc_bucket, new)
