@@ -20,7 +20,7 @@ from .frontends import expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, hostile_tensors  # noqa: E402
-from .values import BASES, HUGE, ROPE_BASES, count, flag, integers, scalings  # noqa: E402
+from .values import BASES, HUGE, ROPE_BASES, count, flag, integers, name, scalings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -357,3 +357,55 @@ def test_swap_positions(data: st.DataObject) -> None:
         assert report.replaced == ()
 
     run(a.call("hf.swap_positions", hf.swap_positions, check))
+
+
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_sinusoid_positions(data: st.DataObject) -> None:
+    a = Args(data)
+    d = a.draw(
+        "embedding_dim",
+        choose(
+            st.integers(1, 8).map(lambda k: 2 * k),
+            st.sampled_from([0, 1, 3, 7, -2, "8", None, 2.0, True, [4], 2 + 1j]),
+        ),
+    )
+    output = a.draw("output", name(("shared", "batched", "scaled")), optional=True)
+    a.draw(
+        "dropout",
+        choose(
+            st.floats(0.0, 1.0),
+            st.sampled_from([-0.1, 1.5, "0.1", None, float("nan"), True, [0.1], float("inf")]),
+        ),
+        optional=True,
+    )
+    base = a.draw("base", BASES, optional=True)
+    module = run(
+        a.call("hf.RelativeSinusoidPositions", hf.RelativeSinusoidPositions, lambda m: None)
+    )
+    if module is None or not a.clean:
+        return
+    module.eval()
+    f = Args(data)
+    b, length = data.draw(st.integers(1, 3), label="b"), data.draw(st.integers(1, 6), label="L")
+    dtype = data.draw(
+        st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]), label="dt"
+    )
+    f.draw(
+        "x",
+        choose(
+            st.just(torch.ones(b, length, int(d), dtype=dtype)),
+            st.sampled_from([None, "x", 5, torch.zeros(3), torch.zeros(2, 0, 4)]),
+        ),
+    )
+
+    def check(out):
+        table = out[1] if output == "scaled" else out
+        rows = b if output == "batched" else 1
+        values = expect_tensor(table, (rows, 2 * length - 1, int(d)), dtype)
+        positions = list(range(length - 1, -length, -1))
+        channels = sinusoid_channels(int(d), float(base or 10000.0), "paper")
+        for row in values:
+            check_rows(row, positions, channels, str(dtype).removeprefix("torch."))
+
+    run(f.call("RelativeSinusoidPositions.forward", module, check))

@@ -25,6 +25,7 @@ except ImportError:  # the test files that use the helpers below skip without to
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _rope_coverage_summary(terminalreporter)
     _swap_sweep_summary(terminalreporter)
+    _bias_sweep_summary(terminalreporter)
 
 
 def _rope_coverage_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -92,6 +93,19 @@ def _swap_sweep_16_bits(terminalreporter: pytest.TerminalReporter, sweep: object
     terminalreporter.write_line(f"near-ties (greedy tokens not compared further): {len(ties)}")
     for key, where in ties.items():
         terminalreporter.write_line(f"  {key}: {'; '.join(where)}")
+
+
+def _bias_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print what tests/torch/test_swap_bias_sweep.py found, when it ran: model type → swapped
+    or left (the function), and how far the outputs moved."""
+    sweep = sys.modules.get("tests.torch.test_swap_bias_sweep")
+    outcomes = getattr(sweep, "OUTCOMES", None)
+    if not outcomes:
+        return
+    terminalreporter.section("bias swap sweep")
+    width = max(len(name) for name in outcomes)
+    for model_type, outcome in sorted(outcomes.items()):
+        terminalreporter.write_line(f"  {model_type.ljust(width)}  {outcome}")
 
 
 # -- reference helpers -------------------------------------------------------------------------

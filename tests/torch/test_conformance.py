@@ -118,6 +118,10 @@ def _whisper_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) ->
     return m(torch.arange(n) + offset)
 
 
+def _relative_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> Any:
+    return m(_x((2, n, D), dtype, seed))
+
+
 def _llama_call(m: Any, n: int, dtype: torch.dtype, offset: int, seed: int) -> Any:
     position_ids = (torch.arange(n) + offset)[None].expand(2, n)
     return m(torch.zeros(1, dtype=dtype), position_ids)
@@ -195,6 +199,11 @@ CASES: dict[str, Case] = {
         lambda **kw: hf.WhisperEncoderPositions(kw.pop("max_len", 8), D, **kw),
         _whisper_call,
         dtypes=(torch.float32,),
+    ),
+    "hf.RelativeSinusoidPositions": Case(
+        lambda **kw: hf.RelativeSinusoidPositions(D, **kw),
+        _relative_call,
+        max_len_kwarg=None,
     ),
     "hf.LlamaRotary": Case(
         lambda **kw: hf.LlamaRotary(

@@ -29,7 +29,14 @@ from ..._bias.distance import sandwich_bias as core_sandwich
 from ..._bias.positions import as_positions, check_count, check_fits
 from .._kernels._cast import cast_exact, check_dtype
 
-__all__ = ["alibi_bias", "deberta_buckets", "kerple_bias", "sandwich_bias", "t5_buckets"]
+__all__ = [
+    "alibi_bias",
+    "deberta_buckets",
+    "kerple_bias",
+    "sandwich_bias",
+    "t5_buckets",
+    "transformers_t5_buckets",
+]
 
 
 def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
@@ -197,6 +204,14 @@ def t5_buckets(
     if convention == "exact":  # ... and gives the exact buckets, reading the positions
         exact = core_buckets.t5_buckets(rel.detach().cpu().numpy(), **settings)  # type: ignore[arg-type]
         return torch.from_numpy(exact).to(rel.device)
+    return transformers_t5_buckets(rel, bidirectional, num_buckets, max_distance)
+
+
+def transformers_t5_buckets(
+    rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
+) -> torch.Tensor:
+    """The steps of ``_relative_position_bucket`` on int64 ``rel``, the settings checked by
+    the caller: no host work, so it compiles into one graph (``torch.compile``)."""
     side = num_buckets // 2 if bidirectional else num_buckets
     small = side // 2
     offset = (rel > 0).to(torch.int64) * side if bidirectional else torch.zeros_like(rel)

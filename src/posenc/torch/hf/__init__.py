@@ -21,6 +21,13 @@ posenc module                     replaces (``transformers``)                   
                                   ``position_ids`` ``(3, b, s)`` or ``(b, s)``
 ================================  ==============================================  ===============
 
+Attention biases: :class:`RelativeSinusoidPositions` replaces the relative sinusoid modules of
+Conformer speech encoders (``Wav2Vec2ConformerRelPositionalEmbedding``,
+``FastSpeech2ConformerRelPositionalEncoding``, ``ParakeetEncoderRelPositionalEncoding``);
+``swap_positions`` also computes T5's ``compute_bias`` with posenc's buckets, and reports the
+biases that functions build (ALiBi, DeBERTa's relative positions) with the posenc call equal
+to each.
+
 The two-line swap finds these modules, and the rotary modules of other models (interleaved
 pairs, one column per pair, complex phasors, per-layer-type parameters, multi-axis
 ``position_ids``), by what they compute,
@@ -43,6 +50,7 @@ Shape legend: ``b`` batch, ``s`` sequence, ``d`` = ``embedding_dim``.
 """
 
 from ._absolute import M2M100Positions, MarianPositions, WhisperEncoderPositions, fairseq_positions
+from ._bias_layers import RelativeSinusoidPositions
 from ._multi_axis import MultiAxisRotary
 from ._report import SwapReport
 from ._rotary import LlamaRotary
@@ -53,6 +61,7 @@ __all__ = [
     "M2M100Positions",
     "MarianPositions",
     "MultiAxisRotary",
+    "RelativeSinusoidPositions",
     "SwapReport",
     "WhisperEncoderPositions",
     "fairseq_positions",

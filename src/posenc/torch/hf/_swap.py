@@ -14,6 +14,7 @@ from ._examine_rotary import examine_rotary
 from ._examine_tables import examine_computed, examine_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
+from ._swap_bias import examine_biases
 from ._version import check_transformers
 
 __all__ = ["swap_positions"]
@@ -127,16 +128,17 @@ def _swap(model: nn.Module, strict: bool) -> SwapReport:
     left: list[Left] = []
     already: list[str] = []
     skip: list[str] = []
+    biases = examine_biases(model)  # attention biases, one walk (see _swap_bias)
     for parent_name, parent in model.named_modules():
         if any(parent_name == s or parent_name.startswith(s + ".") for s in skip):
             continue
         for child_name, child in parent.named_children():
             name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if _is_posenc(child):
+            if _is_posenc(child) or name in biases.already:
                 already.append(name)
                 skip.append(name)
                 continue
-            found: Any = _examine(child_name, child)
+            found: Any = biases.found.get(name) or _examine(child_name, child)
             if isinstance(found, str):
                 left.append(Left(name, found))
             elif found is not None:
