@@ -1,0 +1,163 @@
+"""Tolerances that state their error model: bounds in units in the last place (ulps).
+
+Every end-to-end comparison in the tests (model outputs, layers, logits, a framework's
+reference function) goes through :func:`assert_close_ulp`, so that a tolerance is never a
+constant at the edge of what one CPU produced but a count of roundings, written next to the
+comparison with the reason for the count.
+
+The error model
+---------------
+``eps(dtype)`` is one ulp at 1.0 (2^-23 for float32). A value of magnitude ``m`` rounded once
+is off by at most ``eps/2 · m``; we count in whole ``eps · m`` units ("ulps of the
+magnitudes compared"), ``m`` being ``max|expected|`` unless the call site names another
+``scale`` (below). The bound is
+
+    |actual - expected| <= ulps · eps(dtype) · scale          (elementwise, one scalar bound)
+
+Using the largest magnitude rather than each element's own ulp is deliberate: sums and
+matmuls make the error of a small output as large as the rounding of the large terms that
+cancelled into it, so an elementwise ``ulp(|expected|)`` would need a floor near zero anyway;
+the largest magnitude is that floor. A zero ``expected`` (scale 0) asks for exact equality.
+
+How many ulps a call site needs:
+
+- posenc rounds once: a table computed in float64 and cast is within 1/2 ulp of the exact
+  value, so posenc against an exact reference is 1 ulp.
+- a framework's float32 recipe may round two or three times (angle, sin/cos, a scaling
+  factor), so posenc against it is a few ulps of the outputs -- and when it computes the angle
+  ``p · ω`` in float32, the angle's rounding is an ulp of the *angle*: pass ``scale`` = the
+  largest angle (about the largest position) instead of the output magnitude.
+- a layer or a model multiplies those tables into matmuls: a dot product of ``k`` terms
+  accumulates ``k`` roundings (worst case ``k`` ulps, typically ``sqrt(k)``), and the input
+  difference of one ulp in cos/sin is carried through every later layer. Kernels differ in
+  summation order (ATen's ``default``, ``avx2`` and ``avx512`` kernels block the sums
+  differently), so the bound must cover the worst-case order, not the one this CPU used:
+  a layer with reductions of width ``k`` gets about ``k`` ulps of its output magnitude.
+
+Choose ``ulps`` per call site with a comment saying which roundings it counts; more than about
+8 needs the width of the reduction that explains it.
+
+Both NumPy arrays and torch tensors (any floating dtype, on any device) are accepted; values
+are compared in float64 on the host, which is exact for every input dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["assert_close_ulp", "bound", "eps", "ulps_apart"]
+
+
+def _is_tensor(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _dtype_name(x: Any) -> str:
+    """'float32', 'bfloat16', ... for an array, a tensor or a dtype of either library."""
+    if isinstance(x, type) and issubclass(x, np.generic):  # np.float32, ...
+        return np.dtype(x).name
+    dtype = getattr(x, "dtype", x)
+    if isinstance(dtype, np.dtype):
+        return dtype.name
+    return str(dtype).removeprefix("torch.")
+
+
+_EPS = {
+    "float64": 2.0**-52,
+    "float32": 2.0**-23,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+}
+
+
+def eps(dtype: Any) -> float:
+    """One ulp at 1.0 for a NumPy or torch floating dtype (or an array/tensor of one)."""
+    name = _dtype_name(dtype)
+    if name not in _EPS:
+        raise TypeError(f"dtype must be a floating dtype ({', '.join(_EPS)}), got {name}")
+    return _EPS[name]
+
+
+def _as_float64(x: Any) -> np.ndarray:
+    if _is_tensor(x):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _coarser(actual: Any, expected: Any) -> str:
+    """The less precise floating dtype of the two (a float64 truth checks a float32 result)."""
+    names = [_dtype_name(x) for x in (actual, expected) if _dtype_name(x) in _EPS]
+    if not names:
+        raise TypeError(
+            "dtype must be given when neither actual nor expected is floating, got "
+            f"{_dtype_name(actual)} and {_dtype_name(expected)}"
+        )
+    return max(names, key=lambda name: _EPS[name])
+
+
+def bound(expected: Any, dtype: Any, ulps: float, *, scale: float | None = None) -> float:
+    """``ulps · eps(dtype) · scale``; ``scale`` defaults to ``max|expected|`` (finite values).
+
+    ``expected``: array or tensor of any shape. Returns a float (an absolute tolerance).
+    """
+    if scale is None:
+        values = np.abs(_as_float64(expected))
+        values = values[np.isfinite(values)]
+        scale = float(values.max()) if values.size else 0.0
+    return float(ulps) * eps(dtype) * float(scale)
+
+
+def ulps_apart(
+    actual: Any, expected: Any, dtype: Any = None, *, scale: float | None = None
+) -> float:
+    """``max|actual - expected|`` in units of ``eps(dtype) · scale`` (0 when equal)."""
+    dtype = _coarser(actual, expected) if dtype is None else dtype
+    a, e = _as_float64(actual), _as_float64(expected)
+    unit = bound(e, dtype, 1.0, scale=scale)
+    finite = np.isfinite(e) & np.isfinite(a)
+    diff = float(np.abs(a - e)[finite].max()) if finite.any() else 0.0
+    if diff == 0.0:
+        return 0.0
+    return diff / unit if unit > 0 else float("inf")
+
+
+def assert_close_ulp(
+    actual: Any,
+    expected: Any,
+    *,
+    ulps: float,
+    dtype: Any = None,
+    scale: float | None = None,
+    what: str = "values",
+) -> None:
+    """Assert ``|actual - expected| <= ulps · eps(dtype) · scale`` everywhere.
+
+    ``actual``, ``expected``: NumPy arrays or torch tensors of the same shape. ``dtype``: the
+    precision the ulps count in; defaults to the coarser of the two dtypes. ``scale``: the
+    magnitude the roundings happened at; defaults to ``max|expected|``. NaN and infinities
+    must sit at the same places (and infinities agree in sign). ``what`` names the values in
+    the failure message.
+    """
+    if ulps < 0:
+        raise ValueError(f"ulps must be >= 0, got {ulps}")
+    dtype = _coarser(actual, expected) if dtype is None else dtype
+    a, e = _as_float64(actual), _as_float64(expected)
+    assert a.shape == e.shape, f"{what}: shape {a.shape} != expected shape {e.shape}"
+    assert np.array_equal(np.isnan(a), np.isnan(e)), f"{what}: NaN at different places"
+    infinite = np.isinf(a) | np.isinf(e)
+    assert np.array_equal(a[infinite], e[infinite]), f"{what}: infinities differ"
+    tolerance = bound(e, dtype, ulps, scale=scale)
+    finite = np.isfinite(e)
+    diff = np.abs(a - e)[finite]
+    worst = float(diff.max()) if diff.size else 0.0
+    if worst > tolerance:
+        unit = tolerance / ulps if ulps else bound(e, dtype, 1.0, scale=scale)
+        where = np.unravel_index(int(np.argmax(np.where(finite, np.abs(a - e), -1.0))), a.shape)
+        apart = worst / unit if unit > 0 else float("inf")
+        raise AssertionError(
+            f"{what}: differ by {worst:.6g} at {tuple(int(i) for i in where)} = {apart:.3g} "
+            f"ulps of {_dtype_name(dtype)} at scale {unit / eps(dtype):.6g}; allowed {ulps} "
+            f"ulps ({tolerance:.6g}); {int((diff > tolerance).sum())} of {diff.size} over"
+        )
