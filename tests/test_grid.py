@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from posenc import GRID_CONVENTIONS, sinusoidal, sinusoidal_grid
 from posenc._grid import get_grid_convention, grid_plan
+from tests.tolerance import assert_close_float32_recipe
 
 # -- independent float64 references -----------------------------------------------------------
 
@@ -93,11 +94,6 @@ def mae_get_2d_sincos_pos_embed(embed_dim: int, grid_size: int, cls_token: bool 
     if cls_token:
         emb = np.concatenate([np.zeros([1, embed_dim]), emb], axis=0)
     return emb
-
-
-def fp32_recipe_atol(max_position: float) -> float:
-    """A reference that computes angles in float32 is off by up to ~1e-7 * position."""
-    return 1e-6 + 2e-7 * max_position
 
 
 SIZES = {"mae": 2, "timm": 2, "timm_interleaved": 2, "diffusers_3d": 3}
@@ -259,7 +255,7 @@ def test_mae_get_2d_sincos_pos_embed(grid_size: int, d: int, cls_token: bool) ->
     reference = mae_get_2d_sincos_pos_embed(d, grid_size, cls_token=cls_token)
     ours = sinusoidal_grid((grid_size, grid_size), d, cls_token=cls_token)
     assert ours.shape == reference.shape
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=fp32_recipe_atol(grid_size - 1))
+    assert_close_float32_recipe(ours, reference, max_angle=grid_size - 1)
     # MAE rounds in float32 at every step; posenc rounds the exact value once.
     coords = [np.arange(grid_size, dtype=np.float64)] * 2
     exact = expected_grid("mae", coords, d)

@@ -47,7 +47,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["assert_close_ulp", "bound", "eps", "ulps_apart"]
+__all__ = [
+    "RECIPE_ULPS",
+    "assert_close_float32_recipe",
+    "assert_close_ulp",
+    "bound",
+    "eps",
+    "ulps_apart",
+]
 
 
 def _is_tensor(x: Any) -> bool:
@@ -161,3 +168,22 @@ def assert_close_ulp(
             f"ulps of {_dtype_name(dtype)} at scale {unit / eps(dtype):.6g}; allowed {ulps} "
             f"ulps ({tolerance:.6g}); {int((diff > tolerance).sum())} of {diff.size} over"
         )
+
+
+#: A framework recipe that computes its frequencies and its angles ``p·ω`` in float32 rounds
+#: the angle: an error of about one float32 ulp of the *angle* (measured at most 0.75 ulp of
+#: the position, 9e-8·p, for d <= 1024), then sin/cos and the output round once more each at
+#: magnitude <= 1. So: 2 ulps at the scale ``largest angle + 1``.
+RECIPE_ULPS = 2
+
+
+def assert_close_float32_recipe(
+    actual: Any, expected: Any, *, max_angle: float, what: str = "table"
+) -> None:
+    """:func:`assert_close_ulp` for a reference that computes its angles in float32.
+
+    ``max_angle``: the largest ``|p·ω|`` of the table (the largest position when ω <= 1).
+    """
+    assert_close_ulp(
+        actual, expected, ulps=RECIPE_ULPS, dtype="float32", scale=abs(max_angle) + 1.0, what=what
+    )
