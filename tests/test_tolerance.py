@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.tolerance import assert_close_ulp, bound, eps, ulps_apart
+from tests.tolerance import (
+    assert_close_float32_recipe,
+    assert_close_ulp,
+    bound,
+    eps,
+    ulps_apart,
+)
 
 
 def test_eps_is_one_ulp_at_one():
@@ -63,3 +69,25 @@ def test_torch_tensors_in_any_dtype():
     assert_close_ulp(actual, expected, ulps=1)
     with pytest.raises(AssertionError, match="bfloat16"):
         assert_close_ulp(actual + 0.1, expected, ulps=1)
+
+
+def test_a_scale_per_element_is_a_relative_bound():
+    frequencies = np.array([1.0, 1e-2, 1e-4])
+    nudged = frequencies * (1 + 2.9 * 2.0**-23)
+    assert_close_ulp(nudged, frequencies, ulps=3, dtype=np.float32, scale=frequencies)
+    assert ulps_apart(nudged, frequencies, np.float32, scale=frequencies) == pytest.approx(2.9)
+    smallest_off = frequencies.copy()
+    smallest_off[2] *= 1 + 5 * 2.0**-23  # far below an ulp of 1.0, but 5 of its own
+    with pytest.raises(AssertionError, match=r"at \(2,\)"):
+        assert_close_ulp(smallest_off, frequencies, ulps=3, dtype=np.float32, scale=frequencies)
+
+
+def test_the_float32_recipe_bound_counts_ulps_of_the_angle():
+    table = np.array([0.5, -1.0])
+    off = table + np.array([0.0, 2 * 2.0**-23 * 101])  # 2 ulps at the scale 100 + 1
+    assert_close_float32_recipe(off, table, max_angle=100)
+    with pytest.raises(AssertionError):
+        assert_close_float32_recipe(off, table, max_angle=90)
+    assert_close_float32_recipe(2 * off, 2 * table, max_angle=100, magnitude=2)
+    with pytest.raises(AssertionError):
+        assert_close_float32_recipe(3 * off, 2 * table, max_angle=100, magnitude=2, terms=2)

@@ -104,30 +104,40 @@ def _coarser(actual: Any, expected: Any) -> str:
     return max(names, key=lambda name: _EPS[name])
 
 
-def bound(expected: Any, dtype: Any, ulps: float, *, scale: float | None = None) -> float:
+def bound(expected: Any, dtype: Any, ulps: float, *, scale: Any = None) -> Any:
     """``ulps · eps(dtype) · scale``; ``scale`` defaults to ``max|expected|`` (finite values).
 
-    ``expected``: array or tensor of any shape. Returns a float (an absolute tolerance).
+    ``expected``: array or tensor of any shape. ``scale``: a number, or an array that
+    broadcasts against ``expected`` for a bound per element (``scale=abs(expected)`` is a
+    relative bound, for values computed by a few roundings of their own magnitude, such as
+    frequencies). Returns a float, or a float64 array for an array ``scale``.
     """
     if scale is None:
         values = np.abs(_as_float64(expected))
         values = values[np.isfinite(values)]
         scale = float(values.max()) if values.size else 0.0
+    if np.ndim(scale):
+        return float(ulps) * eps(dtype) * np.abs(_as_float64(scale))
     return float(ulps) * eps(dtype) * float(scale)
 
 
-def ulps_apart(
-    actual: Any, expected: Any, dtype: Any = None, *, scale: float | None = None
-) -> float:
-    """``max|actual - expected|`` in units of ``eps(dtype) · scale`` (0 when equal)."""
-    dtype = _coarser(actual, expected) if dtype is None else dtype
+def _units(actual: Any, expected: Any, dtype: Any, scale: Any) -> np.ndarray:
+    """``|actual - expected| / (eps · scale)`` per element: 0 where equal or not finite."""
     a, e = _as_float64(actual), _as_float64(expected)
-    unit = bound(e, dtype, 1.0, scale=scale)
-    finite = np.isfinite(e) & np.isfinite(a)
-    diff = float(np.abs(a - e)[finite].max()) if finite.any() else 0.0
-    if diff == 0.0:
-        return 0.0
-    return diff / unit if unit > 0 else float("inf")
+    unit = np.broadcast_to(bound(e, dtype, 1.0, scale=scale), e.shape)
+    diff = np.abs(a - e)
+    apart = np.isfinite(e) & np.isfinite(a) & (diff > 0)
+    out = np.zeros(e.shape)
+    with np.errstate(divide="ignore"):
+        out[apart] = np.where(unit[apart] > 0, diff[apart] / unit[apart], np.inf)
+    return out
+
+
+def ulps_apart(actual: Any, expected: Any, dtype: Any = None, *, scale: Any = None) -> float:
+    """``max |actual - expected| / (eps(dtype) · scale)``: 0 when equal."""
+    dtype = _coarser(actual, expected) if dtype is None else dtype
+    units = _units(actual, expected, dtype, scale)
+    return float(units.max()) if units.size else 0.0
 
 
 def assert_close_ulp(
@@ -136,16 +146,16 @@ def assert_close_ulp(
     *,
     ulps: float,
     dtype: Any = None,
-    scale: float | None = None,
+    scale: Any = None,
     what: str = "values",
 ) -> None:
     """Assert ``|actual - expected| <= ulps · eps(dtype) · scale`` everywhere.
 
     ``actual``, ``expected``: NumPy arrays or torch tensors of the same shape. ``dtype``: the
     precision the ulps count in; defaults to the coarser of the two dtypes. ``scale``: the
-    magnitude the roundings happened at; defaults to ``max|expected|``. NaN and infinities
-    must sit at the same places (and infinities agree in sign). ``what`` names the values in
-    the failure message.
+    magnitude the roundings happened at; defaults to ``max|expected|`` (see :func:`bound`).
+    NaN and infinities must sit at the same places (and infinities agree in sign). ``what``
+    names the values in the failure message.
     """
     if ulps < 0:
         raise ValueError(f"ulps must be >= 0, got {ulps}")
@@ -155,18 +165,16 @@ def assert_close_ulp(
     assert np.array_equal(np.isnan(a), np.isnan(e)), f"{what}: NaN at different places"
     infinite = np.isinf(a) | np.isinf(e)
     assert np.array_equal(a[infinite], e[infinite]), f"{what}: infinities differ"
-    tolerance = bound(e, dtype, ulps, scale=scale)
-    finite = np.isfinite(e)
-    diff = np.abs(a - e)[finite]
-    worst = float(diff.max()) if diff.size else 0.0
-    if worst > tolerance:
-        unit = tolerance / ulps if ulps else bound(e, dtype, 1.0, scale=scale)
-        where = np.unravel_index(int(np.argmax(np.where(finite, np.abs(a - e), -1.0))), a.shape)
-        apart = worst / unit if unit > 0 else float("inf")
+    tolerance = np.broadcast_to(bound(e, dtype, ulps, scale=scale), e.shape)
+    over = np.isfinite(e) & (np.abs(a - e) > tolerance)
+    if over.any():
+        units = _units(a, e, dtype, scale)
+        where = np.unravel_index(int(np.argmax(np.where(over, units, -1.0))), e.shape)
+        at = tuple(int(i) for i in where)
         raise AssertionError(
-            f"{what}: differ by {worst:.6g} at {tuple(int(i) for i in where)} = {apart:.3g} "
-            f"ulps of {_dtype_name(dtype)} at scale {unit / eps(dtype):.6g}; allowed {ulps} "
-            f"ulps ({tolerance:.6g}); {int((diff > tolerance).sum())} of {diff.size} over"
+            f"{what}: {float(a[where])!r} != {float(e[where])!r} at {at}, {units[where]:.3g} "
+            f"ulps of {_dtype_name(dtype)} at the scale compared; allowed {ulps} ulps; "
+            f"{int(over.sum())} of {e.size} over"
         )
 
 
@@ -178,12 +186,27 @@ RECIPE_ULPS = 2
 
 
 def assert_close_float32_recipe(
-    actual: Any, expected: Any, *, max_angle: float, what: str = "table"
+    actual: Any,
+    expected: Any,
+    *,
+    max_angle: float,
+    magnitude: float = 1.0,
+    terms: int = 1,
+    what: str = "table",
 ) -> None:
     """:func:`assert_close_ulp` for a reference that computes its angles in float32.
 
     ``max_angle``: the largest ``|p·ω|`` of the table (the largest position when ω <= 1).
+    ``magnitude``: what the table entries multiply (an attention factor, ``max|x|`` of a
+    rotated vector); ``terms``: how many such products are summed (2 for a rotation,
+    ``x·cos + rotate_half(x)·sin``). The bound is ``RECIPE_ULPS · terms`` float32 ulps at the
+    scale ``(max_angle + 1) · magnitude``.
     """
     assert_close_ulp(
-        actual, expected, ulps=RECIPE_ULPS, dtype="float32", scale=abs(max_angle) + 1.0, what=what
+        actual,
+        expected,
+        ulps=RECIPE_ULPS * terms,
+        dtype="float32",
+        scale=(abs(max_angle) + 1.0) * magnitude,
+        what=what,
     )
