@@ -24,6 +24,7 @@ from posenc import (
     rope_scaling,
     rotary_cos_sin,
 )
+from tests.tolerance import assert_close_ulp
 
 from .configs import LLAMA3_ROPE_SCALING
 
@@ -267,7 +268,9 @@ def test_apply_rotary_accepts_lists_and_checks_rotary_dim():
 
 def test_default_frequencies_and_rope_type_default():
     omega, attention = rope_frequencies(64, base=500000.0)
-    np.testing.assert_allclose(omega, plain_omega(64, 500000.0), rtol=1e-15)
+    want = plain_omega(64, 500000.0)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(omega, want, ulps=4, scale=want)
     assert attention == 1.0
     same = rope_frequencies(64, base=500000.0, scaling={"rope_type": "default", "rope_theta": 5e5})
     np.testing.assert_array_equal(same[0], omega)
