@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from posenc import GRID_CONVENTIONS, sinusoidal, sinusoidal_grid
 from posenc._grid import get_grid_convention, grid_plan
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp
 
 # -- independent float64 references -----------------------------------------------------------
 
@@ -95,11 +96,6 @@ def mae_get_2d_sincos_pos_embed(embed_dim: int, grid_size: int, cls_token: bool 
     return emb
 
 
-def fp32_recipe_atol(max_position: float) -> float:
-    """A reference that computes angles in float32 is off by up to ~1e-7 * position."""
-    return 1e-6 + 2e-7 * max_position
-
-
 SIZES = {"mae": 2, "timm": 2, "timm_interleaved": 2, "diffusers_3d": 3}
 MULTIPLE = {"mae": 4, "timm": 4, "timm_interleaved": 4, "diffusers_3d": 16}
 
@@ -119,7 +115,8 @@ def test_every_convention_follows_its_channel_diagram(data) -> None:
     ours = sinusoidal_grid(shape, d, convention=convention, base=base, dtype=np.float64)
     coords = [np.arange(n, dtype=np.float64) for n in shape]
     expected = expected_grid(convention, coords, d, base)
-    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-13)
+    # float64 angles below 6: a few roundings of the largest (4 float64 ulps of 6 + 1)
+    assert_close_ulp(ours, expected, ulps=4, scale=max(shape) + 1)
     assert ours.shape == (math.prod(shape), d)
 
 
@@ -181,14 +178,16 @@ def test_positional_encodings_every_d(ndim: int) -> None:
     for d in range(1, 50):
         ours = sinusoidal_grid(shape, d, convention="positional_encodings", dtype=np.float64)
         expected = expected_grid("positional_encodings", coords, d)
-        np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-14, err_msg=f"d={d}")
+        # float64 angles below 5 (4 float64 ulps of the largest + 1)
+        assert_close_ulp(ours, expected, ulps=4, scale=max(shape) + 1, what=f"d={d}")
 
 
 @pytest.mark.parametrize("d", [1, 2, 5])
 def test_positional_encodings_small_odd_d_cut_the_last_axes(d: int) -> None:
     ours = sinusoidal_grid((2, 3, 4), d, convention="positional_encodings", dtype=np.float64)
     coords = [np.arange(n, dtype=np.float64) for n in (2, 3, 4)]
-    assert np.allclose(ours, expected_grid("positional_encodings", coords, d), atol=1e-15)
+    expected = expected_grid("positional_encodings", coords, d)
+    assert_close_ulp(ours, expected, ulps=4, scale=5)  # float64 angles below 4, as above
     if d <= 2:  # c = 2: only the first axis gets channels
         assert np.array_equal(ours.reshape(2, 3, 4, d)[0], np.broadcast_to(ours[0], (3, 4, d)))
 
@@ -217,7 +216,9 @@ def test_positions_follow_the_documented_formula(convention, shape, base_size, s
     for n, start in zip(shape, offset, strict=True):
         i = np.arange(n, dtype=np.float64)
         coords.append((start + i) * (base_size / n if base_size else 1.0) / scale)
-    np.testing.assert_allclose(ours, expected_grid(convention, coords, 16), rtol=0, atol=1e-12)
+    # float64 angles up to the largest |coordinate| (4 float64 ulps of it + 1)
+    largest = max(float(np.abs(c).max()) for c in coords)
+    assert_close_ulp(ours, expected_grid(convention, coords, 16), ulps=4, scale=largest + 1)
 
 
 def test_per_axis_knobs_for_diffusers_3d() -> None:
@@ -226,7 +227,8 @@ def test_per_axis_knobs_for_diffusers_3d() -> None:
         shape, d, convention="diffusers_3d", interpolation_scale=(1.5, 0.5, 0.5), dtype="float64"
     )
     coords = [np.arange(3) / 1.5, np.arange(2) / 0.5, np.arange(4) / 0.5]
-    np.testing.assert_allclose(ours, expected_grid("diffusers_3d", coords, d), atol=1e-13)
+    expected = expected_grid("diffusers_3d", coords, d)
+    assert_close_ulp(ours, expected, ulps=4, scale=7)  # float64 angles below 6, 4 ulps
 
 
 @pytest.mark.parametrize("convention", sorted(GRID_CONVENTIONS))
@@ -259,7 +261,7 @@ def test_mae_get_2d_sincos_pos_embed(grid_size: int, d: int, cls_token: bool) ->
     reference = mae_get_2d_sincos_pos_embed(d, grid_size, cls_token=cls_token)
     ours = sinusoidal_grid((grid_size, grid_size), d, cls_token=cls_token)
     assert ours.shape == reference.shape
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=fp32_recipe_atol(grid_size - 1))
+    assert_close_float32_recipe(ours, reference, max_angle=grid_size - 1)
     # MAE rounds in float32 at every step; posenc rounds the exact value once.
     coords = [np.arange(grid_size, dtype=np.float64)] * 2
     exact = expected_grid("mae", coords, d)

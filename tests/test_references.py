@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
+from tests.tolerance import assert_close_ulp
 
 # ---------------------------------------------------------------------------------------------
 # A NumPy tutorial with the odd-exponent cosine bug (cos uses base^((2i+1)/d)): its printed
@@ -87,7 +88,8 @@ def test_printed_cosine_is_the_odd_exponent_bug():
     correct = np.array(
         [[math.cos(p * 10000.0 ** (-2 * i / 8)) for i in range(4)] for p in range(10)]
     )
-    np.testing.assert_allclose(cos_columns, correct, rtol=0, atol=1e-12)
+    # math's angles: float64 roundings of angles below 10 (4 float64 ulps of the largest + 1)
+    assert_close_ulp(cos_columns, correct, ulps=4, scale=10)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,13 +145,20 @@ def test_odd_d_tutorial_shape_and_column_split():
     p = np.arange(7.0)[:, None]
     ii = np.arange(6.0)
     div = 10000.0 ** (2 * ii / 11)  # that tutorial's recipe, in float64
-    np.testing.assert_allclose(table[:, 0::2], np.sin(p / div), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(table[:, 1::2], np.cos(p / div[:5]), rtol=0, atol=1e-12)
+    # the recipe's float64 angles: a few roundings of angles below 7 (4 ulps of 7)
+    assert_close_ulp(table[:, 0::2], np.sin(p / div), ulps=4, scale=7)
+    assert_close_ulp(table[:, 1::2], np.cos(p / div[:5]), ulps=4, scale=7)
 
 
 # ---------------------------------------------------------------------------------------------
 # Three tutorial recipes, re-typed in NumPy float64.
 # ---------------------------------------------------------------------------------------------
+
+
+#: A recipe re-typed in float64 rounds its frequencies and its angles: its error is float64
+#: ulps of the largest angle. ω = base ** (-2k / d) also carries the rounding of its exponent,
+#: amplified by ln(base) (up to 7 ulps of ω for base 1e6), hence 8. Measured: at most 1.
+RECIPE64_ULPS = 8
 
 
 def pytorch_tutorial_recipe(seq_len: int, d_model: int) -> np.ndarray:
@@ -198,11 +207,13 @@ def test_tutorial_recipes_even_d(recipe, d_model):
     assert reference.shape == (length, d_model)
     table32 = posenc.sinusoidal(length, d_model)
     assert table32.dtype == np.float32
-    # One rounding of the float64 value to float32 (<= 6e-8) plus the recipes' own float64
-    # error (~p * 1e-15).
-    np.testing.assert_allclose(table32, reference, rtol=0, atol=1e-7)
+    # One rounding of the float64 value to float32 (half an ulp) plus the recipes' own
+    # float64 error (~p * 1e-15, far below a float32 ulp).
+    assert_close_ulp(table32, reference, ulps=1)
     table64 = posenc.sinusoidal(length, d_model, dtype=np.float64)
-    np.testing.assert_allclose(table64, reference, rtol=0, atol=1e-10)
+    # The recipes' float64 angles: exp/power round ω by a few ulps, and p·ω rounds again, so
+    # ulps of the largest angle (the largest position)
+    assert_close_ulp(table64, reference, ulps=RECIPE64_ULPS, scale=length)
 
 
 def test_stacked_recipe_odd_d_has_one_column_too_many():
@@ -212,7 +223,7 @@ def test_stacked_recipe_odd_d_has_one_column_too_many():
     table = posenc.sinusoidal(50, 11, dtype=np.float64)
     assert table.shape == (50, 11)
     # posenc keeps the paper's layout and drops the surplus cosine column.
-    np.testing.assert_allclose(table, reference[:, :11], rtol=0, atol=1e-12)
+    assert_close_ulp(table, reference[:, :11], ulps=RECIPE64_ULPS, scale=50)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +261,9 @@ def test_tensor2tensor_timing_signal(d_model, base):
     table64 = posenc.sinusoidal(
         length, d_model, base=base, convention="tensor2tensor", dtype=np.float64
     )
-    np.testing.assert_allclose(table64, reference, rtol=0, atol=1e-10)
+    assert_close_ulp(table64, reference, ulps=RECIPE64_ULPS, scale=length)  # as above
     table32 = posenc.sinusoidal(length, d_model, base=base, convention="tensor2tensor")
-    np.testing.assert_allclose(table32, reference, rtol=0, atol=1e-7)
+    assert_close_ulp(table32, reference, ulps=1)  # rounded once to float32
     if d_model % 2:
         assert np.all(table32[:, -1] == 0)
 
@@ -263,7 +274,7 @@ def test_tensor2tensor_timing_signal_start_index(d_model, start_index):
     reference = get_timing_signal_1d(length, d_model, start_index=start_index)
     positions = np.arange(length) + start_index
     table = posenc.sinusoidal(positions, d_model, convention="tensor2tensor")
-    np.testing.assert_allclose(table, reference, rtol=0, atol=1e-7)
+    assert_close_ulp(table, reference, ulps=1)  # rounded once to float32
     # Not the same as starting at 0 (the offset is really applied).
     assert np.max(np.abs(table - get_timing_signal_1d(length, d_model))) > 0.1
 
@@ -308,4 +319,6 @@ def test_every_element_matches_math_formula(d, base, positions):
         expected = np.array(
             [[math_element(p, c, d, base, convention) for c in range(d)] for p in positions]
         )
-        np.testing.assert_allclose(table, expected, rtol=0, atol=1e-9, err_msg=convention)
+        # math's float64 ω (a power) and p·ω: a few roundings of angles up to max|p|
+        scale = max(abs(p) for p in positions) + 1
+        assert_close_ulp(table, expected, ulps=RECIPE64_ULPS, scale=scale, what=convention)

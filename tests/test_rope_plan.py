@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import rope_plan
+from tests.tolerance import assert_close_ulp
 
 from .configs import GEMMA3, LLAMA3
 
@@ -45,7 +46,8 @@ def test_v5_flat_rope_parameters_without_scaling() -> None:
     layer = rope_plan(config).layer()
     assert layer.scaling is None
     assert layer.attention_factor == 1.0
-    np.testing.assert_allclose(layer.frequencies, omega(8, 100.0), rtol=1e-15)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(layer.frequencies, omega(8, 100.0), ulps=4, scale=omega(8, 100.0))
     assert rope_plan(config).layers == ()  # the config does not say how many layers
 
 
@@ -55,7 +57,8 @@ def test_nested_per_layer_type() -> None:
     assert plan[0] is plan[4]
     assert plan[0].base == 10000.0
     full = plan.layer("full_attention")
-    np.testing.assert_allclose(full.frequencies, omega(16, 1e6) / 8.0, rtol=1e-15)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(full.frequencies, omega(16, 1e6) / 8, ulps=4, scale=omega(16, 1e6) / 8)
     cos, _ = full.cos_sin([3])
     expected = np.cos(3 * np.concatenate([full.frequencies] * 2))
     np.testing.assert_allclose(cos[0], expected, atol=1e-7)
@@ -153,13 +156,16 @@ def test_a_none_parameter_set_and_non_attention_layers_do_not_rotate() -> None:
 def test_partial_rotation_spellings(spelling: dict, rotary_dim: int) -> None:
     layer = rope_plan({"head_dim": 64, "rope_theta": 10000.0, **spelling}).layer()
     assert (layer.head_dim, layer.rotary_dim) == (64, rotary_dim)
-    np.testing.assert_allclose(layer.frequencies, omega(rotary_dim, 10000.0), rtol=1e-15)
+    want = omega(rotary_dim, 10000.0)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(layer.frequencies, want, ulps=4, scale=want)
     assert layer.cos_sin(2)[0].shape == (2, rotary_dim)
 
 
 def test_gpt_neox_base_spelling() -> None:
     layer = rope_plan({"head_dim": 8, "rotary_emb_base": 500.0}).layer()
-    np.testing.assert_allclose(layer.frequencies, omega(8, 500.0), rtol=1e-15)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(layer.frequencies, omega(8, 500.0), ulps=4, scale=omega(8, 500.0))
 
 
 def test_head_dim_from_hidden_size_and_per_layer_overrides() -> None:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import grid_positions, multi_axis_cos_sin, rope_plan
+from tests.tolerance import assert_close_ulp
 
 QWEN3_VL = {
     "model_type": "qwen3_vl_text",
@@ -47,7 +48,8 @@ def test_multi_axis_sections_are_data() -> None:
     assert layer.sections == (24, 20, 20)
     assert layer.interleaved_sections
     omega = 5e6 ** (-np.arange(0, 128, 2) / 128)
-    np.testing.assert_allclose(layer.frequencies, omega, rtol=1e-15)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(layer.frequencies, omega, ulps=4, scale=omega)
     v4 = {"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
     assert rope_plan(v4).layer().sections == (16, 24, 24)
     default = rope_plan({**QWEN3_VL, "rope_parameters": {"rope_theta": 5e6}}).layer()
@@ -271,8 +273,9 @@ def test_axial_frequencies_are_one_schedule_per_axis(heads: int, quarter: int, s
     ).layer()
     matrix = layer.axis_frequencies().frequencies
     own = 10000.0 ** (-np.arange(quarter) / quarter)  # base^(-2k/(head_dim/2))
-    np.testing.assert_allclose(matrix[0, :quarter], own, rtol=1e-15)
-    np.testing.assert_allclose(matrix[1, quarter:], own, rtol=1e-15)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(matrix[0, :quarter], own, ulps=4, scale=own)
+    assert_close_ulp(matrix[1, quarter:], own, ulps=4, scale=own)
     assert not matrix[0, quarter:].any()
     assert not matrix[1, :quarter].any()
     cos, _ = layer.cos_sin(np.array([[start, 0]]))

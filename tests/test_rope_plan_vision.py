@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from posenc import rope_plan
+from tests.tolerance import assert_close_ulp
 
 QWEN2_VL_VISION = {"model_type": "qwen2_vl_vision", "embed_dim": 64, "num_heads": 4}
 
@@ -24,7 +25,9 @@ def test_a_vision_config_without_rope_keys_is_axial() -> None:
     assert (layer.base, layer.head_dim, layer.rotary_dim) == (10000.0, 16, 16)
     # each axis its own schedule over head_dim / 2 channels: 10000^(-2k/8), k = 0..3
     expected = 10000.0 ** (-np.arange(0, 8, 2) / 8)
-    np.testing.assert_allclose(layer.axis_frequencies().frequencies[0, :4], expected, rtol=1e-15)
+    got = layer.axis_frequencies().frequencies[0, :4]
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(got, expected, ulps=4, scale=expected)
 
 
 def test_rope_theta_alone_builds_the_axial_layout_not_one_axis() -> None:

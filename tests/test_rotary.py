@@ -24,6 +24,7 @@ from posenc import (
     rope_scaling,
     rotary_cos_sin,
 )
+from tests.tolerance import assert_close_ulp
 
 from .configs import LLAMA3_ROPE_SCALING
 
@@ -101,8 +102,9 @@ def test_cos_sin_float64_match_formula(pairs, head_dim, base):
     ref_cos, ref_sin = reference_tables(positions, plain_omega(head_dim, base), pairs)
     assert cos.dtype == sin.dtype == np.float64
     assert cos.shape == (len(positions), head_dim)
-    np.testing.assert_allclose(cos, ref_cos, rtol=0, atol=1e-11)
-    np.testing.assert_allclose(sin, ref_sin, rtol=0, atol=1e-11)
+    # float64 angles: a few roundings of the largest angle (4 float64 ulps of it)
+    assert_close_ulp(cos, ref_cos, ulps=4, scale=12346)
+    assert_close_ulp(sin, ref_sin, ulps=4, scale=12346)
 
 
 @pytest.mark.parametrize("pairs", PAIRS)
@@ -167,7 +169,8 @@ def test_apply_rotary_matches_explicit_pair_rotations(pairs, dim):
     expected = reference_rotation(x, positions, plain_omega(dim), pairs)
     assert out.shape == x.shape
     assert out.dtype == np.float64
-    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-11)
+    # float64 angles up to 4096 (4 ulps of them), times |x|
+    assert_close_ulp(out, expected, ulps=4, scale=4097 * np.abs(x).max())
 
 
 def test_apply_rotary_interleaved_is_half_with_permuted_channels():
@@ -214,7 +217,8 @@ def test_apply_rotary_broadcasts_tables_per_batch():
     out = apply_rotary(x, cos[:, None], sin[:, None])
     for b in range(2):
         expected = reference_rotation(x[b], positions[b], plain_omega(6), "half")
-        np.testing.assert_allclose(out[b], expected, rtol=0, atol=1e-12)
+        # float64 angles up to 13 (4 ulps of them), times |x|
+        assert_close_ulp(out[b], expected, ulps=4, scale=14 * np.abs(x).max())
 
 
 @given(
@@ -267,7 +271,9 @@ def test_apply_rotary_accepts_lists_and_checks_rotary_dim():
 
 def test_default_frequencies_and_rope_type_default():
     omega, attention = rope_frequencies(64, base=500000.0)
-    np.testing.assert_allclose(omega, plain_omega(64, 500000.0), rtol=1e-15)
+    want = plain_omega(64, 500000.0)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(omega, want, ulps=4, scale=want)
     assert attention == 1.0
     same = rope_frequencies(64, base=500000.0, scaling={"rope_type": "default", "rope_theta": 5e5})
     np.testing.assert_array_equal(same[0], omega)
@@ -391,8 +397,9 @@ def test_cos_sin_carry_the_attention_factor():
     assert attention > 1.0
     cos, sin = rotary_cos_sin(positions, 64, scaling=YARN, dtype=np.float64)
     ref_cos, ref_sin = reference_tables(positions, list(omega), "half", attention)
-    np.testing.assert_allclose(cos, ref_cos, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(sin, ref_sin, rtol=0, atol=1e-12)
+    # float64 angles up to 5000 (4 ulps of them), times the attention factor
+    assert_close_ulp(cos, ref_cos, ulps=4, scale=5001 * attention)
+    assert_close_ulp(sin, ref_sin, ulps=4, scale=5001 * attention)
 
 
 def test_length_dependent_scalings_use_largest_position_plus_one():

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc._timestep import timestep_embedding, timestep_frequencies, timestep_layout
+from tests.tolerance import assert_close_ulp
 
 
 def diffusers_formula(t, dim, *, flip=False, shift=1.0, scale=1.0, max_period=10000.0):
@@ -62,7 +63,8 @@ def test_matches_the_diffusers_formula_in_float64(dim, flip, shift) -> None:
         FRACTIONAL, dim, flip_sin_to_cos=flip, downscale_freq_shift=shift, dtype=np.float64
     )
     expected = diffusers_formula(FRACTIONAL, dim, flip=flip, shift=shift)
-    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12)
+    # float64 angles up to 1000: a few roundings of the largest (4 float64 ulps of it)
+    assert_close_ulp(ours, expected, ulps=4, scale=1001)
 
 
 @pytest.mark.parametrize(
@@ -72,7 +74,8 @@ def test_scale_and_max_period(scale: float, max_period: float) -> None:
     t = np.linspace(0, 1, 11)
     ours = timestep_embedding(t, 64, scale=scale, max_period=max_period, dtype=np.float64)
     expected = diffusers_formula(t, 64, scale=scale, max_period=max_period)
-    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12)
+    # float64 angles up to |scale| (4 float64 ulps of the largest + 1)
+    assert_close_ulp(ours, expected, ulps=4, scale=abs(scale) + 1)
 
 
 @pytest.mark.parametrize("dim", [4, 9, 256])

@@ -13,6 +13,7 @@ import pytest
 import posenc
 
 from ..references import require
+from ..tolerance import assert_close_float32_recipe, assert_close_ulp
 
 torch = pytest.importorskip("torch")
 import posenc.torch as pt  # noqa: E402
@@ -91,7 +92,8 @@ def test_x_transformers_alibi_is_the_distance_form_with_queries_at_the_end() -> 
         module = xt.AlibiPositionalBias(heads=heads, total_heads=heads)
         want = module(5, 9)
         got = pt.alibi_bias(heads, np.arange(4, 9), 9, form="distance")
-        torch.testing.assert_close(got, want, rtol=2.4e-7, atol=0)
+        # their float32 slope times the distance: 2 roundings of each value's own magnitude
+        assert_close_ulp(got, want, ulps=2, scale=want, what=f"{heads} heads")
 
 
 def test_attention_gym_alibi_score_mod_is_the_relative_form() -> None:
@@ -102,9 +104,8 @@ def test_attention_gym_alibi_score_mod_is_the_relative_form() -> None:
     want = torch.stack(
         [gym.generate_alibi_bias(heads)(score[h], 0, torch.tensor(h), *index) for h in range(heads)]
     )
-    torch.testing.assert_close(
-        pt.alibi_bias(heads, q, k, form="relative"), want, rtol=2.4e-7, atol=0
-    )
+    got = pt.alibi_bias(heads, q, k, form="relative")
+    assert_close_ulp(got, want, ulps=2, scale=want)  # as above: slope, then product
 
 
 # -- buckets ----------------------------------------------------------------------------------
@@ -232,7 +233,11 @@ def test_sandwich_equals_the_attention_gym_score_mod() -> None:
         [mod(torch.zeros(length, length), 0, torch.tensor(h), qi, ki) for h in range(heads)]
     )
     got = pt.sandwich_bias(heads, length, length, dim=16)
-    torch.testing.assert_close(got, want, rtol=0, atol=2e-5)  # theirs: float32 cos sums
+    # theirs: float32 sums of 8 cosines of angles below 20 (a float32 recipe, 8 terms), each
+    # head's sum scaled by heads / (8·(h + 1)) <= heads / 8
+    assert_close_float32_recipe(
+        got, want, max_angle=length - 1, magnitude=heads / 8, terms=8, what="sandwich"
+    )
 
 
 def test_xpos_scales_equal_rotary_embedding_torch() -> None:
@@ -241,7 +246,9 @@ def test_xpos_scales_equal_rotary_embedding_torch() -> None:
     length = 37
     want = rotary.get_scale(torch.arange(length).float())  # centred: p - L // 2
     ours = posenc.xpos_scales(np.arange(length) - length // 2, 16, scale_base=rotary.scale_base)
-    torch.testing.assert_close(want.double(), torch.from_numpy(ours), rtol=2e-6, atol=0)
+    # theirs: float32 powers of float32 ratios, a few roundings of each scale's own magnitude
+    # (measured <= 1.1 ulps)
+    assert_close_ulp(want, ours, ulps=4, dtype=torch.float32, scale=ours, what="xpos scales")
 
 
 def test_xpos_scales_equal_the_pair_norms_of_torchscale_xpos() -> None:
@@ -251,4 +258,4 @@ def test_xpos_scales_equal_the_pair_norms_of_torchscale_xpos() -> None:
     norms = out[0].reshape(length, dim // 2, 2).double().norm(dim=-1) / math.sqrt(2)
     start = -length // 2  # torchscale's first position
     ours = posenc.xpos_scales(np.arange(start, start + length), dim, pairs="half")[:, : dim // 2]
-    torch.testing.assert_close(norms, torch.from_numpy(ours), rtol=2e-6, atol=0)
+    assert_close_ulp(norms, ours, ulps=4, dtype=torch.float32, scale=ours, what="norms")

@@ -20,6 +20,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the training example needs PyTorch")
 
+from tests.tolerance import ulps_apart  # noqa: E402
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order_matters.py"
 
 #: The reduced setting: the script's defaults with 300 steps, about 2 s per training.
@@ -128,7 +130,9 @@ def test_only_the_model_without_positions_is_permutation_equivariant(
     with torch.no_grad():
         shuffled_then_model = model(tokens[:, order], positions)
         model_then_shuffled = model(tokens, positions)[:, order]
-    same = torch.allclose(shuffled_then_model, model_then_shuffled, atol=1e-5)
+    # without positions the model is permutation-equivariant up to the order of its sums
+    # (width <= 16): 16 float32 ulps of the outputs
+    same = ulps_apart(shuffled_then_model, model_then_shuffled) <= 16
     assert same == (encoding == "none")
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 import posenc.torch._kernels._rope as rotary  # noqa: E402
 from posenc import rotary_cos_sin as np_cos_sin  # noqa: E402
 from posenc.torch import RotaryEmbedding, apply_rotary, rotary_cos_sin  # noqa: E402
+from tests.tolerance import assert_close_ulp  # noqa: E402
 
 PAIRS = ("half", "interleaved")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -225,14 +226,17 @@ def test_gradients_equal_the_formula(pairs, dtype, small_chunks):
     if pairs == "half":
         assert torch.equal(fast_x.grad, slow_x.grad)
     else:
-        unit = ulps(dtype) if dtype == torch.bfloat16 else ulps(torch.float32)
-        torch.testing.assert_close(fast_x.grad, slow_x.grad, rtol=unit, atol=8 * unit)
+        # each side rounds its two products and sum once (at float32 for bfloat16 inputs,
+        # then the result): 2 ulps of the largest gradient
+        unit = dtype if dtype == torch.bfloat16 else torch.float32
+        assert_close_ulp(fast_x.grad, slow_x.grad, ulps=2, dtype=unit, what="gradient")
     # the backward pass is the inverse rotation: it undoes the forward rotation
     cos, sin = tables(12, 16, pairs, torch.float64, rotary_dim=12)
     y = apply_rotary(x.double(), cos, sin, pairs=pairs)
     first, second = rotary._fast_tables(cos, sin, pairs, torch.float64)
     back = rotary._Rotation.apply(y, first, second, pairs, True)
-    torch.testing.assert_close(back, x.double(), rtol=0, atol=1e-14)
+    # forward and inverse rotation, each two products and a sum: 8 float64 ulps of max|x|
+    assert_close_ulp(back, x.double(), ulps=8, what="inverse rotation")
 
 
 def test_tables_requiring_grad_use_the_formula():
@@ -266,11 +270,12 @@ def test_no_grad_and_inference_mode():
     with torch.no_grad():
         out = apply_rotary(x, cos, sin, pairs="interleaved")
     assert out.grad_fn is None
-    torch.testing.assert_close(out, expected, rtol=0, atol=8 * ulps(torch.float32))
+    # one rotation each, rounded in a different order: 2 ulps of max|value|
+    assert_close_ulp(out, expected, ulps=2)
     with torch.inference_mode():
         out = RotaryEmbedding(8, pairs="interleaved").rotate(x.detach())
     assert out.is_inference()
-    torch.testing.assert_close(out, expected, rtol=0, atol=8 * ulps(torch.float32))
+    assert_close_ulp(out, expected, ulps=2)
 
 
 # -- the module -----------------------------------------------------------------------------------
@@ -303,9 +308,7 @@ def test_decoding_steps_match_the_full_sequence(pairs, head_dim, monkeypatch):
         if pairs == "half":
             assert torch.equal(step, full[:, :, t : t + 1])
         else:
-            torch.testing.assert_close(
-                step, full[:, :, t : t + 1], rtol=ulps(torch.float32), atol=ulps(torch.float32)
-            )
+            assert_close_ulp(step, full[:, :, t : t + 1], ulps=1, what=f"step {t}")
 
 
 def test_module_phasor_cache_follows_the_table_cache():

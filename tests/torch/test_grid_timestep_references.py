@@ -30,8 +30,9 @@ torch = pytest.importorskip("torch")
 
 from posenc import sinusoidal_grid, timestep_embedding  # noqa: E402
 from posenc.torch import SinusoidalGridEncoding, TimestepEmbedding  # noqa: E402
-from tests.test_grid import expected_grid, fp32_recipe_atol  # noqa: E402
+from tests.test_grid import expected_grid  # noqa: E402
 from tests.test_timestep import diffusers_formula  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 
 HALF_ULP = 6e-8  # float32 rounding of a value of magnitude <= 1
 
@@ -108,7 +109,8 @@ def test_diffusers_2d_with_integer_coordinates_agrees_to_float64(n, d, extra_tok
     )
     assert reference.dtype == torch.float64
     ours = sinusoidal_grid((n, n), d, extra_tokens=extra_tokens, dtype=np.float64)
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=1e-13)
+    # Both float64: a few float64 roundings of angles below n (4 ulps at scale n).
+    assert_close_ulp(ours, as64(reference), ulps=4, dtype=np.float64, scale=n)
     # Rounded once to float32 they are the same table (diffusers' PatchEmbed keeps .float()):
     # the float64 tables differ by ~1e-16, which moves a float32 rounding with odds ~1e-9.
     ours32 = sinusoidal_grid((n, n), d, extra_tokens=extra_tokens)
@@ -119,7 +121,8 @@ def test_diffusers_cls_token_without_extra_tokens_adds_nothing() -> None:
     emb = diffusers_embeddings()
     reference = emb.get_2d_sincos_pos_embed(16, 4, cls_token=True, extra_tokens=0, base_size=4)
     assert reference.shape == (16, 16)  # unlike MAE's cls_token=True
-    np.testing.assert_allclose(sinusoidal_grid((4, 4), 16, dtype=np.float64), as64(reference))
+    ours = sinusoidal_grid((4, 4), 16, dtype=np.float64)
+    assert_close_ulp(ours, as64(reference), ulps=4, dtype=np.float64, scale=4)  # as above
 
 
 @pytest.mark.parametrize(
@@ -139,7 +142,8 @@ def test_diffusers_2d_base_size_and_interpolation_scale(shape, base_size, scale)
     )
     coords = [np.arange(n) * base_size / (n * scale) for n in shape]
     largest = max(float(c.max()) for c in coords)
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12 + 2e-7 * largest)
+    # diffusers rounds the coordinates to float32 (half an ulp of each, the angle follows)
+    assert_close_ulp(ours, reference, ulps=1, dtype=np.float32, scale=largest + 1)
     # diffusers rounds the rescaled coordinates to float32; posenc keeps them in float64.
     exact = expected_grid("mae", coords, d)
     assert max_error(ours, exact) <= 1e-13
@@ -162,8 +166,10 @@ def test_diffusers_patch_embed_buffer_and_resolution_change() -> None:
     tokens = patch.proj(image).flatten(2).transpose(1, 2)
     reference = patch(image)
     ours_out = ours(tokens, grid_shape=(6, 10))
-    # coordinates up to 7.2 rounded to float32 by diffusers, then a float32 addition
-    torch.testing.assert_close(ours_out, reference, rtol=1e-6, atol=fp32_recipe_atol(7.2))
+    # coordinates up to 7.2 rounded to float32 by diffusers (an ulp of the angle), then the
+    # float32 addition rounds once at the output's magnitude
+    scale = 7.2 + float(reference.abs().max())
+    assert_close_ulp(ours_out, reference, ulps=2, scale=scale, what="patch embeddings")
 
 
 # -- diffusers: get_3d_sincos_pos_embed ---------------------------------------------------------
@@ -176,7 +182,9 @@ def test_diffusers_3d_with_unit_scales_agrees_to_float64(d, t, h, w) -> None:
     reference = emb.get_3d_sincos_pos_embed(d, (w, h), t)  # spatial_size is (width, height)
     assert reference.shape == (t, h * w, d)
     ours = sinusoidal_grid((t, h, w), d, convention="diffusers_3d", dtype=np.float64)
-    np.testing.assert_allclose(ours.reshape(t, h * w, d), as64(reference), rtol=0, atol=1e-13)
+    # Both float64: a few float64 roundings of angles below max(t, h, w) (4 ulps there).
+    got = ours.reshape(t, h * w, d)
+    assert_close_ulp(got, as64(reference), ulps=4, dtype=np.float64, scale=max(t, h, w))
 
 
 @pytest.mark.parametrize(("temporal", "spatial"), [(1.5, 1.875), (0.75, 3.0)])
@@ -200,7 +208,8 @@ def test_diffusers_3d_interpolation_scales(temporal: float, spatial: float) -> N
         dtype=np.float64,
     )
     coords = [np.arange(t) / temporal, np.arange(h) / spatial, np.arange(w) / spatial]
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12 + 2e-7 * 12)
+    # diffusers rounds the coordinates (<= 12) to float32: half an ulp of the angle
+    assert_close_ulp(ours, reference, ulps=1, dtype=np.float32, scale=13)
     exact = expected_grid("diffusers_3d", coords, d)
     assert max_error(ours, exact) <= 1e-13
     assert max_error(reference, exact) > 1e-9
@@ -241,7 +250,7 @@ def test_diffusers_get_timestep_embedding(dim, flip, shift, scale, max_period) -
     }
     ours = timestep_embedding(t64, dim, **kwargs)
     largest = float(np.max(np.abs(scale * t64)))
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=fp32_recipe_atol(largest))
+    assert_close_float32_recipe(ours, as64(reference), max_angle=largest)
     exact = diffusers_formula(t64, dim, flip=flip, shift=shift, scale=scale, max_period=max_period)
     assert max_error(ours, exact) <= HALF_ULP
     assert max_error(reference, exact) > 1e-6  # float32 frequencies and angles
@@ -268,7 +277,7 @@ def test_diffusers_timesteps_module_equal_where_its_arithmetic_is_exact() -> Non
     exact = diffusers_formula(t.numpy().astype(np.float64), dim, flip=True, shift=0.0)
     assert np.array_equal(our_out[:, [0, half]].numpy(), exact[:, [0, half]].astype(np.float32))
     # Elsewhere its float32 frequencies move the angles by up to ~1e-7·t.
-    np.testing.assert_allclose(as64(our_out), as64(ref_out), rtol=0, atol=fp32_recipe_atol(994))
+    assert_close_float32_recipe(as64(our_out), as64(ref_out), max_angle=994)
     assert max_error(our_out, exact) <= HALF_ULP < 1e-6 < max_error(ref_out, exact)
 
 
@@ -296,7 +305,7 @@ def test_timm_build_sincos2d_pos_embed(interleave, shape, dim, temperature) -> N
     ours = sinusoidal_grid(shape, dim, base=temperature, convention=convention)
     assert reference.shape == ours.shape
     largest = max(shape) - 1
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=fp32_recipe_atol(largest))
+    assert_close_float32_recipe(ours, as64(reference), max_angle=largest)
     exact = expected_grid(
         convention, [np.arange(n, dtype=np.float64) for n in shape], dim, temperature
     )
@@ -311,7 +320,7 @@ def test_timm_reverse_coord_is_the_transposed_shape() -> None:
     timm = timm_sincos()
     reference = timm.build_sincos2d_pos_embed([3, 5], dim=32, reverse_coord=True)
     ours = sinusoidal_grid((5, 3), 32, convention="timm")
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=fp32_recipe_atol(4))
+    assert_close_float32_recipe(ours, as64(reference), max_angle=4)
     assert not np.allclose(sinusoidal_grid((3, 5), 32, convention="timm")[1:], as64(reference)[1:])
 
 
@@ -326,7 +335,7 @@ def test_positional_encodings_2d(d: int) -> None:
     ours = sinusoidal_grid((x, y), d, convention="positional_encodings", flatten=False)
     assert reference.shape == (2, *ours.shape)
     for b in range(2):
-        np.testing.assert_allclose(ours, as64(reference[b]), rtol=0, atol=fp32_recipe_atol(8))
+        assert_close_float32_recipe(ours, as64(reference[b]), max_angle=8)
     coords = [np.arange(x, dtype=np.float64), np.arange(y, dtype=np.float64)]
     exact = expected_grid("positional_encodings", coords, d).reshape(x, y, d)
     assert max_error(ours, exact) <= HALF_ULP
@@ -339,7 +348,7 @@ def test_positional_encodings_3d(d: int) -> None:
     shape = (3, 4, 6)
     reference = module(torch.zeros(1, *shape, d))[0]
     ours = sinusoidal_grid(shape, d, convention="positional_encodings", flatten=False)
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=fp32_recipe_atol(5))
+    assert_close_float32_recipe(ours, as64(reference), max_angle=5)
     exact = expected_grid(
         "positional_encodings", [np.arange(n, dtype=np.float64) for n in shape], d
     )
@@ -351,4 +360,4 @@ def test_positional_encodings_1d_is_the_one_axis_grid(d: int) -> None:
     module = positional_encodings().PositionalEncoding1D(d)
     reference = module(torch.zeros(1, 300, d))[0]
     ours = sinusoidal_grid((300,), d, convention="positional_encodings")
-    np.testing.assert_allclose(ours, as64(reference), rtol=0, atol=fp32_recipe_atol(299))
+    assert_close_float32_recipe(ours, as64(reference), max_angle=299)

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from posenc.torch.hf import LlamaRotary  # noqa: E402
-from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe  # noqa: E402
 
 POSITIONS = torch.arange(200)[None]
 
@@ -45,11 +45,11 @@ def test_from_config_per_layer_type_matches_the_gemma3_module(layer_type: str) -
     rope = LlamaRotary.from_config(config, layer_type=layer_type)
     ours = rope(torch.zeros(1, dtype=torch.float64), POSITIONS)
     for a, b in zip(ours, theirs, strict=True):
-        assert_close(a, b, fp32_recipe_atol(int(POSITIONS.max())))
+        assert_close_float32_recipe(a, b, max_angle=int(POSITIONS.max()))
     other = "full_attention" if layer_type == "sliding_attention" else "sliding_attention"
     wrong = LlamaRotary.from_config(config, layer_type=other)(torch.zeros(1), POSITIONS)
     with pytest.raises(AssertionError):  # negative control: the other layer type's table
-        assert_close(wrong[1], theirs[1], fp32_recipe_atol(int(POSITIONS.max())))
+        assert_close_float32_recipe(wrong[1], theirs[1], max_angle=int(POSITIONS.max()))
 
 
 def test_from_config_errors_name_the_layer_types() -> None:
@@ -81,4 +81,4 @@ def test_from_config_of_a_proportional_layer_matches_gemma4() -> None:
     assert (rope.head_dim, rope.rotary_dim) == (64, 64)
     ours = rope(torch.zeros(1, dtype=torch.float64), POSITIONS)
     for a, b in zip(ours, theirs, strict=True):
-        assert_close(a, b, fp32_recipe_atol(int(POSITIONS.max())))
+        assert_close_float32_recipe(a, b, max_angle=int(POSITIONS.max()))

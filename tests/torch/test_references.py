@@ -4,14 +4,13 @@ Each third-party library is optional: a test whose library is missing is skipped
 reason. Reference values always come from the library (or from an independent float64
 computation), never from posenc.
 
-Tolerances: a reference that computes in float64 and rounds once to float32 (DistilBERT,
-Marian) must agree with posenc's float32 output to 1e-7 (each side is within half a float32
-ulp, <= 6e-8, of the float64 value). A reference that computes its frequencies and angles in
-float32 (M2M100, Speech2Text, Whisper, positional-encodings, keras-hub) has an angle error
-that grows with the position p: the relative error of a float32 frequency/product is ~1e-7,
-so |error| <= ~1e-7 * p (measured: at most 9e-8 * p for d <= 1024). We allow
-``1e-6 + 2e-7 * max_position``: a 2x margin over the measured worst case, yet far below the
-O(1) differences a wrong frequency schedule or layout produces.
+Tolerances (tests/tolerance.py, in float32 ulps): a reference that computes in float64 and
+rounds once to float32 (DistilBERT, Marian) agrees with posenc's float32 output to 1 ulp
+(each side is within half an ulp of the float64 value). A reference that computes its
+frequencies and angles in float32 (M2M100, Speech2Text, Whisper, positional-encodings,
+keras-hub) rounds the angle: :func:`~tests.tolerance.assert_close_float32_recipe` allows 2
+ulps of the largest angle + 1 (measured: at most 9e-8 * p, 0.75 ulp of p, for d <= 1024), far
+below the O(1) differences a wrong frequency schedule or layout produces.
 """
 
 from __future__ import annotations
@@ -25,20 +24,14 @@ torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 
 HF_REASON = "transformers is not installed (reference implementations for {})"
 
 
-def fp32_recipe_atol(max_position: int) -> float:
-    """Tolerance for a reference computed in float32 (see the module docstring)."""
-    return 1e-6 + 2e-7 * max_position
-
-
-def assert_close(actual, expected, atol: float) -> None:
-    actual = torch.as_tensor(actual).to(torch.float64)
-    expected = torch.as_tensor(expected).to(torch.float64)
-    assert actual.shape == expected.shape
-    torch.testing.assert_close(actual, expected, rtol=0, atol=atol)
+def assert_rounded_once(actual, expected) -> None:
+    """Both sides are the float64 table rounded once to float32: 1 ulp apart at most."""
+    assert_close_ulp(actual, expected, ulps=1, dtype=torch.float32, what="table")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,7 +50,7 @@ def test_distilbert_create_sinusoidal_embeddings(dim):
     ours = pt.sinusoidal(n_pos, dim, dtype=torch.float32)  # paper convention
     assert ours.dtype == reference.dtype == torch.float32
     # DistilBERT computes in float64 NumPy and rounds once, like posenc.
-    assert_close(ours, reference, atol=1e-7)
+    assert_rounded_once(ours, reference)
 
 
 @pytest.mark.parametrize("dim", [2, 7, 8, 11, 64, 512])
@@ -68,7 +61,7 @@ def test_marian_sinusoidal_positional_embedding(dim):
     n_pos = 512
     reference = mod.MarianSinusoidalPositionalEmbedding(n_pos, dim).create_weight()
     ours = pt.sinusoidal(n_pos, dim, convention="marian", dtype=torch.float32)
-    assert_close(ours, reference, atol=1e-7)
+    assert_rounded_once(ours, reference)
     # Not interleaved: the paper layout would not match (sanity check of the comparison).
     if dim >= 4:
         paper = pt.sinusoidal(n_pos, dim, dtype=torch.float32)
@@ -105,7 +98,7 @@ def test_fairseq_style_get_embedding(model, num_embeddings, dim, padding_idx):
     keep = torch.ones(num_embeddings, dtype=torch.bool)
     keep[padding_idx] = False
     # They compute in float32, so the tolerance grows with the largest position.
-    assert_close(ours[keep], reference[keep], atol=fp32_recipe_atol(num_embeddings - 1))
+    assert_close_float32_recipe(ours[keep], reference[keep], max_angle=num_embeddings - 1)
 
 
 @pytest.mark.parametrize(("padding_idx", "offset"), [(1, 0), (1, 5), (0, 3)])
@@ -124,7 +117,7 @@ def test_m2m100_forward_with_fairseq_positions(padding_idx, offset):
     ours = pt.sinusoidal(torch.from_numpy(positions), dim, convention="tensor2tensor")
     real = tokens != padding_idx
     assert torch.all(reference[~real] == 0)
-    assert_close(ours[real], reference[real], atol=fp32_recipe_atol(int(positions.max())))
+    assert_close_float32_recipe(ours[real], reference[real], max_angle=int(positions.max()))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -164,7 +157,7 @@ def test_whisper_sinusoids(length, channels, max_timescale):
     ours = pt.sinusoidal(
         length, channels, base=max_timescale, convention="tensor2tensor", dtype=torch.float32
     )
-    assert_close(ours, reference, atol=fp32_recipe_atol(length - 1))
+    assert_close_float32_recipe(ours, reference, max_angle=length - 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +180,7 @@ def test_positional_encodings_1d_even_d(d):
     assert reference.shape == (batch, length, d)
     for b in range(batch):
         # It computes inv_freq and the angles in float32.
-        assert_close(ours, reference[b], atol=fp32_recipe_atol(length - 1))
+        assert_close_float32_recipe(ours, reference[b], max_angle=length - 1)
 
 
 @pytest.mark.parametrize("d", [3, 5, 11, 63])
@@ -201,7 +194,7 @@ def test_positional_encodings_1d_odd_d_differs(d):
     assert (ours - reference).abs().max() > 0.1
     # ... and what it computes is the paper table for d + 1, truncated to d channels.
     truncated = pt.sinusoidal(length, d + 1, dtype=torch.float32)[:, :d]
-    assert_close(truncated, reference, atol=fp32_recipe_atol(length - 1))
+    assert_close_float32_recipe(truncated, reference, max_angle=length - 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +212,7 @@ def test_keras_hub_sine_position_encoding(d):
     layer = keras_hub.layers.SinePositionEncoding()
     reference = keras.ops.convert_to_numpy(layer(keras.ops.zeros((1, length, d))))[0]
     ours = posenc.sinusoidal(length, d)  # paper convention
-    assert_close(ours, np.asarray(reference), atol=fp32_recipe_atol(length - 1))
+    assert_close_float32_recipe(ours, np.asarray(reference), max_angle=length - 1)
 
 
 # ---------------------------------------------------------------------------------------------

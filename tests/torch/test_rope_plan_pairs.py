@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import posenc  # noqa: E402
-from tests.torch.test_references import fp32_recipe_atol  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe  # noqa: E402
 
 MODELS = [("gptj", "GPTJConfig"), ("codegen", "CodeGenConfig")]
 
@@ -39,9 +39,9 @@ def test_the_plan_rotates_like_the_model(module_name: str, config_class: str) ->
     theirs = their_rotation(module_name, x, positions, 8)
     cos, sin = layer.cos_sin(positions[0].numpy(), dtype=np.float64)
     ours = posenc.apply_rotary(x.double().numpy(), cos[:, None], sin[:, None], pairs=layer.pairs)
-    atol = 10 * fp32_recipe_atol(99)  # their float32 angles, times |x| (below 10)
-    assert np.abs(x.numpy()).max() < 10
-    np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=0, atol=atol)
+    # their float32 angles (up to 99), in two products x·cos + x'·sin at the magnitude of x
+    magnitude = float(np.abs(x.numpy()).max())
+    assert_close_float32_recipe(ours, theirs, max_angle=99, magnitude=magnitude, terms=2)
     assert layer.pairs_source.endswith(f"modeling_{module_name}.apply_rotary_pos_emb")
 
 

@@ -20,15 +20,18 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import posenc  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, ulps_apart  # noqa: E402
 from tests.torch import rope_coverage  # noqa: E402
-from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
 
 POSITIONS = torch.arange(300)[None]
 
 
 def _close(ours: np.ndarray, theirs: torch.Tensor) -> bool:
+    """Frequencies computed in float32: within 4 ulps of each one's own magnitude."""
     theirs_np = theirs.detach().double().numpy()
-    return ours.shape == theirs_np.shape and np.allclose(ours, theirs_np, rtol=1e-6, atol=0.0)
+    if ours.shape != theirs_np.shape:
+        return False
+    return ulps_apart(ours, theirs_np, np.float32, scale=theirs_np) <= 4
 
 
 def _gemma4_config(partial: float, factor: float | None, head_dim: int) -> object:
@@ -122,12 +125,12 @@ def test_ntk_alpha_tables_match_the_hunyuan_module() -> None:
     cos, sin = module(torch.zeros(1), POSITIONS)
     layer = posenc.rope_plan(config).layer()
     ours_cos, ours_sin = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
-    atol = fp32_recipe_atol(int(POSITIONS.max()))
-    assert_close(ours_cos, cos, atol)
-    assert_close(ours_sin, sin, atol)
+    largest = int(POSITIONS.max())
+    assert_close_float32_recipe(ours_cos, cos, max_angle=largest)
+    assert_close_float32_recipe(ours_sin, sin, max_angle=largest)
     other = posenc.rope_plan(_hunyuan(10.0)).layer().cos_sin(POSITIONS.numpy())[1]
     with pytest.raises(AssertionError):  # negative control: another alpha
-        assert_close(other, sin, atol)
+        assert_close_float32_recipe(other, sin, max_angle=largest)
 
 
 def test_ntk_alpha_needs_alpha_and_checks_it() -> None:
@@ -151,9 +154,9 @@ def test_llama_4_scaling_beta_is_accepted_and_leaves_the_tables() -> None:
     assert dict(layer.inert) == {"llama_4_scaling_beta": 0.1}
     assert any("llama_4_scaling_beta" in note for note in layer.notes)
     ours_cos, ours_sin = layer.cos_sin(POSITIONS.numpy(), dtype=np.float64)
-    atol = fp32_recipe_atol(int(POSITIONS.max())) * layer.attention_factor
-    assert_close(ours_cos, cos, atol)
-    assert_close(ours_sin, sin, atol)
+    largest, factor = int(POSITIONS.max()), layer.attention_factor
+    assert_close_float32_recipe(ours_cos, cos, max_angle=largest, magnitude=factor)
+    assert_close_float32_recipe(ours_sin, sin, max_angle=largest, magnitude=factor)
     spec = posenc.rope_scaling(dict(config.rope_parameters))
     assert spec is not None
     assert spec.llama_4_scaling_beta == 0.1

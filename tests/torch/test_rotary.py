@@ -19,6 +19,7 @@ from hypothesis import strategies as st  # noqa: E402
 from posenc import apply_rotary as np_apply_rotary  # noqa: E402
 from posenc import rotary_cos_sin as np_cos_sin  # noqa: E402
 from posenc.torch import RotaryEmbedding, apply_rotary, cast_exact, rotary_cos_sin  # noqa: E402
+from tests.tolerance import assert_close_ulp  # noqa: E402
 
 PAIRS = ("half", "interleaved")
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
@@ -53,8 +54,17 @@ def randn(*shape, dtype=torch.float32, seed=0):
     return torch.randn(*shape, generator=generator, dtype=torch.float64).to(dtype)
 
 
-def assert_close_to(actual, expected, atol):
-    torch.testing.assert_close(actual.double(), expected.double(), rtol=0, atol=atol)
+#: float64 tables: torch's and NumPy's sin/cos each within an ulp of the exact value.
+TABLE64_ULPS = 2
+#: A rotation in float32 (or float64) against the float64 reference: cos and sin rounded once
+#: each, two products and a sum, at the magnitude of the rotated values.
+ROTATION_ULPS = 4
+
+
+def assert_close_to(actual, expected, *, ulps, scale=None):
+    """Within ``ulps`` ulps of ``actual``'s dtype (tests/tolerance.py) of max|expected|, or
+    of ``scale``."""
+    assert_close_ulp(actual, expected, ulps=ulps, dtype=actual.dtype, scale=scale)
 
 
 # -- functional -----------------------------------------------------------------------------------
@@ -74,8 +84,8 @@ def test_functional_cos_sin_equal_numpy_core(pairs, scaling):
     cos, sin = rotary_cos_sin(positions, 16, dtype=torch.float64, **kwargs)
     ref = np_cos_sin(positions.numpy(), 16, dtype=np.float64, **kwargs)
     assert cos.dtype == torch.float64
-    assert_close_to(cos, torch.from_numpy(ref[0]), 4e-16)
-    assert_close_to(sin, torch.from_numpy(ref[1]), 4e-16)
+    assert_close_to(cos, torch.from_numpy(ref[0]), ulps=TABLE64_ULPS)
+    assert_close_to(sin, torch.from_numpy(ref[1]), ulps=TABLE64_ULPS)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -111,7 +121,7 @@ def test_functional_apply_equals_numpy_reference(pairs, rotary_dim):
     out = apply_rotary(x, cos, sin, pairs=pairs)
     expected = np_apply_rotary(x.numpy(), cos.numpy(), sin.numpy(), pairs=pairs)
     assert out.dtype == torch.float64
-    assert_close_to(out, torch.from_numpy(expected), 1e-15)
+    assert_close_to(out, torch.from_numpy(expected), ulps=ROTATION_ULPS)
     assert torch.equal(out[..., rotary_dim:], x[..., rotary_dim:])
 
 
@@ -136,8 +146,8 @@ def test_forward_equals_core(pairs, rotary_dim, scaling):
     kwargs = {"pairs": pairs, "rotary_dim": rotary_dim, "scaling": scaling}
     assert q_rot.shape == q.shape
     assert k_rot.shape == k.shape
-    assert_close_to(q_rot, reference(q, range(7), **kwargs), 2e-6)
-    assert_close_to(k_rot, reference(k, range(7), **kwargs), 2e-6)
+    assert_close_to(q_rot, reference(q, range(7), **kwargs), ulps=ROTATION_ULPS)
+    assert_close_to(k_rot, reference(k, range(7), **kwargs), ulps=ROTATION_ULPS)
 
 
 @pytest.mark.parametrize("seq_dim", [1, -3])
@@ -146,7 +156,9 @@ def test_forward_sequence_before_heads(seq_dim):
     q = randn(2, 7, 3, 8, seed=3)  # (b, s, h, d)
     q_rot, k_rot = rope(q, q)
     assert torch.equal(q_rot, k_rot)
-    assert_close_to(q_rot, reference(q, range(7), seq_axis=-3, pairs="interleaved"), 2e-6)
+    assert_close_to(
+        q_rot, reference(q, range(7), seq_axis=-3, pairs="interleaved"), ulps=ROTATION_ULPS
+    )
     # equals the (b, h, s, d) layout transposed
     default = RotaryEmbedding(8, pairs="interleaved")
     assert torch.equal(default.rotate(q.transpose(1, 2)).transpose(1, 2), q_rot)
@@ -155,8 +167,8 @@ def test_forward_sequence_before_heads(seq_dim):
 def test_forward_three_and_two_dimensional_inputs():
     rope = RotaryEmbedding(6)
     x = randn(3, 5, 6, seed=4)  # (b, s, d)
-    assert_close_to(rope.rotate(x), reference(x, range(5)), 2e-6)
-    assert_close_to(rope.rotate(x[0]), reference(x[0], range(5)), 2e-6)
+    assert_close_to(rope.rotate(x), reference(x, range(5)), ulps=ROTATION_ULPS)
+    assert_close_to(rope.rotate(x[0]), reference(x[0], range(5)), ulps=ROTATION_ULPS)
 
 
 @pytest.mark.parametrize("pairs", PAIRS)
@@ -166,7 +178,7 @@ def test_explicit_and_per_batch_positions(pairs):
     positions = torch.tensor([[0, 1, 2, 3], [7, 8, 9, 100_000]])
     q_rot, _ = rope(q, q, positions=positions)
     expected = reference(q, positions, per_batch=True, pairs=pairs)
-    assert_close_to(q_rot, expected, 2e-6)
+    assert_close_to(q_rot, expected, ulps=ROTATION_ULPS)
     # (s,) positions and Hugging Face style (1, s) position ids
     shared = torch.tensor([5, 6, 7, 8])
     by_1d = rope(q, q, positions=shared)[0]
@@ -183,15 +195,21 @@ def test_float_and_negative_positions():
     rope = RotaryEmbedding(4)
     x = randn(1, 1, 3, 4, dtype=torch.float64)
     positions = torch.tensor([-2.5, 0.25, 3.0], dtype=torch.float64)
-    assert_close_to(rope.rotate(x, positions=positions), reference(x, positions.numpy()), 1e-15)
+    assert_close_to(
+        rope.rotate(x, positions=positions), reference(x, positions.numpy()), ulps=ROTATION_ULPS
+    )
 
 
 def test_float64_inputs_use_float64_tables():
     rope = RotaryEmbedding(8)
     x = randn(1, 2, 5, 8, dtype=torch.float64)
-    assert_close_to(rope.rotate(x), reference(x, range(5)), 1e-15)
+    assert_close_to(rope.rotate(x), reference(x, range(5)), ulps=ROTATION_ULPS)
     assert rope.cos_cached.dtype == torch.float64
-    assert_close_to(rope.rotate(x, offset=1000), reference(x, range(1000, 1005)), 1e-13)
+    # float64 angles up to 1004: their rounding is an ulp of the angle, times |x|
+    scale = 1005 * float(x.abs().max())
+    assert_close_to(
+        rope.rotate(x, offset=1000), reference(x, range(1000, 1005)), ulps=2, scale=scale
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -284,7 +302,7 @@ def test_far_jumps_and_explicit_positions_do_not_grow_the_cache():
     x = randn(1, 1, 2, 8)
     out = rope.rotate(x, offset=1_000_000)
     assert rope.cos_cached.shape == (4, 8)
-    assert_close_to(out, reference(x, [1_000_000, 1_000_001]), 2e-6)
+    assert_close_to(out, reference(x, [1_000_000, 1_000_001]), ulps=ROTATION_ULPS)
     rope.rotate(x, positions=[100, 200])
     assert rope.cos_cached.shape == (4, 8)
 
@@ -345,32 +363,38 @@ def test_gradients_flow_through_the_rotation():
 def test_dynamic_scaling_recomputes_for_the_current_length():
     rope = RotaryEmbedding(8, scaling=DYNAMIC)
     short = randn(1, 1, 16, 8)
-    assert_close_to(rope.rotate(short), reference(short, range(16)), 2e-6)
+    assert_close_to(rope.rotate(short), reference(short, range(16)), ulps=ROTATION_ULPS)
     long = randn(1, 1, 40, 8, seed=1)
     out = rope.rotate(long)
     expected = reference(long, range(40), scaling=DYNAMIC, seq_len=40)
-    assert_close_to(out, expected, 2e-6)
+    assert_close_to(out, expected, ulps=ROTATION_ULPS)
     assert not torch.allclose(out, RotaryEmbedding(8).rotate(long), atol=1e-3)
     assert rope.cos_cached.shape[0] <= 32  # beyond the original length: not cached
     # decoding one token at position 40: frequencies of length 41
     step = rope.rotate(long[:, :, :1], offset=40)
-    assert_close_to(step, reference(long[:, :, :1], [40], scaling=DYNAMIC, seq_len=41), 2e-6)
+    assert_close_to(
+        step, reference(long[:, :, :1], [40], scaling=DYNAMIC, seq_len=41), ulps=ROTATION_ULPS
+    )
     # explicit seq_len overrides the default
     fixed = rope.rotate(short, seq_len=64)
-    assert_close_to(fixed, reference(short, range(16), scaling=DYNAMIC, seq_len=64), 2e-6)
+    assert_close_to(
+        fixed, reference(short, range(16), scaling=DYNAMIC, seq_len=64), ulps=ROTATION_ULPS
+    )
     # positions: the largest + 1
     positions = torch.arange(30, 46)
     by_positions = rope.rotate(short, positions=positions)
-    assert_close_to(by_positions, reference(short, range(30, 46), scaling=DYNAMIC), 2e-6)
+    assert_close_to(
+        by_positions, reference(short, range(30, 46), scaling=DYNAMIC), ulps=ROTATION_ULPS
+    )
 
 
 def test_longrope_switches_factor_sets_and_keeps_the_attention_factor():
     rope = RotaryEmbedding(8, scaling=LONGROPE)
     x = randn(1, 1, 24, 8)
     short = rope.rotate(x[:, :, :16])
-    assert_close_to(short, reference(x[:, :, :16], range(16), scaling=LONGROPE), 2e-6)
+    assert_close_to(short, reference(x[:, :, :16], range(16), scaling=LONGROPE), ulps=ROTATION_ULPS)
     long = rope.rotate(x)
-    assert_close_to(long, reference(x, range(24), scaling=LONGROPE), 2e-6)
+    assert_close_to(long, reference(x, range(24), scaling=LONGROPE), ulps=ROTATION_ULPS)
     assert rope.cos_cached.shape[0] >= 24  # the long set is cached too
     again = rope.rotate(x[:, :, :16])  # back below the original length: the short set
     assert torch.equal(again, short)

@@ -11,13 +11,15 @@
 
 Each library is optional: a test whose library is missing is skipped with a reason.
 
-Tolerances: transformers computes inverse frequencies in float32 (relative error <= ~1.5e-7
-measured, 1e-6 allowed) and its attention factors in Python floats (the same float64 formulas:
-1e-15 relative). All three compute angles p·ω in float32, whose error grows with the position
-p; tables are compared with ``1e-6 + 2e-7 * max_position`` (as in ``test_references.py``),
-times the attention factor, and rotated vectors with a further factor 4 for the two terms of
-inputs drawn from N(0, 1). Where the reference's own arithmetic is the same as posenc's (HF's
-``apply_rotary_pos_emb`` fed posenc's cos/sin), the outputs must be bitwise equal.
+Tolerances (tests/tolerance.py): transformers computes inverse frequencies in float32, a
+few roundings of each frequency's own magnitude (measured <= ~1.5e-7 relative; 4 ulps of each
+allowed), and its attention factors in Python floats (the same float64 formulas: 1e-15
+relative). All three compute angles p·ω in float32, whose error grows with the position p:
+tables are compared with :func:`~tests.tolerance.assert_close_float32_recipe` (2 float32
+ulps at the scale of the largest angle + 1, times the attention factor), rotated vectors with
+two such products summed at the magnitude of the rotated values. Where the reference's own
+arithmetic is the same as posenc's (HF's ``apply_rotary_pos_emb`` fed posenc's cos/sin), the
+outputs must be bitwise equal.
 """
 
 from __future__ import annotations
@@ -33,10 +35,25 @@ torch = pytest.importorskip("torch")
 
 import posenc.torch as pt  # noqa: E402
 from posenc import rope_frequencies  # noqa: E402
-from tests.torch.test_references import assert_close, fp32_recipe_atol  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 
 HF_REASON = "transformers (with a working model import) is needed for {}"
 LUCIDRAINS_REASON = "rotary-embedding-torch is not installed"
+
+
+def assert_frequencies_close(omega, inv_freq) -> None:
+    """Inverse frequencies computed in float32: a few roundings of each one's own magnitude."""
+    theirs = inv_freq.double().numpy()
+    assert_close_ulp(omega, theirs, ulps=4, dtype=np.float32, scale=theirs, what="frequencies")
+
+
+def assert_rotated_close(actual, expected, *, max_angle) -> None:
+    """A rotation with a float32 recipe's tables: x·cos + rotate(x)·sin, two products of a
+    table entry with a value up to the rotated magnitude (pair norms are kept)."""
+    magnitude = float(expected.abs().max())
+    assert_close_float32_recipe(
+        actual, expected, max_angle=max_angle, magnitude=magnitude, terms=2, what="rotated"
+    )
 
 
 def randn(*shape, seed=0):
@@ -142,7 +159,7 @@ def test_rope_init_functions(name, seq_len):
         HEAD_DIM, base=params["rope_theta"], scaling=posenc_scaling(config), seq_len=seq_len
     )
     assert inv_freq.dtype == torch.float32
-    np.testing.assert_allclose(omega, inv_freq.double().numpy(), rtol=1e-6, atol=0)
+    assert_frequencies_close(omega, inv_freq)
     assert math.isclose(ours, float(attention), rel_tol=1e-15)
 
 
@@ -151,7 +168,7 @@ def test_default_rope_parameters():
     config = llama_config("default")
     inv_freq, attention = module.LlamaRotaryEmbedding.compute_default_rope_parameters(config)
     omega, ours = rope_frequencies(HEAD_DIM, scaling=config.rope_parameters)
-    np.testing.assert_allclose(omega, inv_freq.double().numpy(), rtol=1e-6, atol=0)
+    assert_frequencies_close(omega, inv_freq)
     assert ours == attention == 1.0
 
 
@@ -165,7 +182,7 @@ def test_longrope_frequencies_depend_on_the_length_as_in_transformers():
     assert not torch.allclose(short, long)  # the case distinction is real
     for seq_len, ref in ((512, short), (513, long)):
         omega = rope_frequencies(HEAD_DIM, scaling=posenc_scaling(config), seq_len=seq_len)[0]
-        np.testing.assert_allclose(omega, ref.double().numpy(), rtol=1e-6, atol=0)
+        assert_frequencies_close(omega, ref)
 
 
 def llama_positions():
@@ -190,9 +207,9 @@ def test_llama_rotary_embedding_cos_sin(name):
         dtype=torch.float32,
     )
     assert cos.dtype == cos_ref.dtype == torch.float32
-    atol = hf_rope.attention_scaling * fp32_recipe_atol(3024)
-    assert_close(cos, cos_ref, atol)
-    assert_close(sin, sin_ref, atol)
+    factor = hf_rope.attention_scaling
+    assert_close_float32_recipe(cos, cos_ref, max_angle=3024, magnitude=factor, what="cos")
+    assert_close_float32_recipe(sin, sin_ref, max_angle=3024, magnitude=factor, what="sin")
 
 
 @pytest.mark.parametrize("name", list(HF_SCALINGS))
@@ -208,9 +225,8 @@ def test_llama_apply_rotary_pos_emb(name):
     params = config.rope_parameters
     rope = pt.RotaryEmbedding(HEAD_DIM, base=params["rope_theta"], scaling=posenc_scaling(config))
     q_rot, k_rot = rope(q, k, positions=position_ids)
-    atol = 4 * hf_rope.attention_scaling * fp32_recipe_atol(3024)
-    assert_close(q_rot, q_ref, atol)
-    assert_close(k_rot, k_ref, atol)
+    assert_rotated_close(q_rot, q_ref, max_angle=3024)
+    assert_rotated_close(k_rot, k_ref, max_angle=3024)
 
     # fed posenc's tables, transformers' rotation gives posenc's output bit for bit
     cos, sin = pt.rotary_cos_sin(
@@ -232,7 +248,7 @@ def test_llama_decoding_positions_match_hf_cache_positions():
         part = q[:, :, start:stop]
         cos, sin = hf_rope(part, torch.arange(start, stop)[None])
         expected = module.apply_rotary_pos_emb(part, part, cos, sin)[0]
-        assert_close(rope.rotate(part, offset=start), expected, 4 * fp32_recipe_atol(14))
+        assert_rotated_close(rope.rotate(part, offset=start), expected, max_angle=14)
 
 
 def test_gpt_neox_partial_rotation():
@@ -256,8 +272,8 @@ def test_gpt_neox_partial_rotation():
     rope = pt.RotaryEmbedding(32, scaling=config.rope_parameters)  # rotary_dim 8 from the config
     assert rope.rotary_dim == 8
     q_rot, k_rot = rope(q, k)
-    assert_close(q_rot, q_ref, 4 * fp32_recipe_atol(9))
-    assert_close(k_rot, k_ref, 4 * fp32_recipe_atol(9))
+    assert_rotated_close(q_rot, q_ref, max_angle=9)
+    assert_rotated_close(k_rot, k_ref, max_angle=9)
     assert torch.equal(q_rot[..., 8:], q_ref[..., 8:])
 
 
@@ -277,7 +293,7 @@ def test_rotary_embedding_torch(head_dim, rotary_dim, theta, offset):
     expected = reference.rotate_queries_or_keys(x, offset=offset)
     rope = pt.RotaryEmbedding(head_dim, base=theta, pairs="interleaved", rotary_dim=rotary_dim)
     out = rope.rotate(x, offset=offset)
-    assert_close(out, expected, 4 * fp32_recipe_atol(offset + 40))
+    assert_rotated_close(out, expected, max_angle=offset + 40)
     assert torch.equal(out[..., rotary_dim:], x[..., rotary_dim:])
 
 
@@ -287,7 +303,7 @@ def test_rotary_embedding_torch_interpolation_is_linear_scaling():
     x = randn(1, 2, 50, 32, seed=6)
     expected = reference.rotate_queries_or_keys(x)
     rope = pt.RotaryEmbedding(32, pairs="interleaved", scaling={"rope_type": "linear", "factor": 4})
-    assert_close(rope.rotate(x), expected, 4 * fp32_recipe_atol(50))
+    assert_rotated_close(rope.rotate(x), expected, max_angle=50)
     # and not the unscaled rotation
     assert not torch.allclose(pt.RotaryEmbedding(32, pairs="interleaved").rotate(x), expected)
 
@@ -298,7 +314,7 @@ def test_rotary_embedding_torch_sequence_before_heads():
     x = randn(2, 30, 4, 16, seed=7)  # (b, s, h, d)
     expected = reference.rotate_queries_or_keys(x)
     rope = pt.RotaryEmbedding(16, pairs="interleaved", seq_dim=1)
-    assert_close(rope.rotate(x), expected, 4 * fp32_recipe_atol(30))
+    assert_rotated_close(rope.rotate(x), expected, max_angle=30)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,8 +347,8 @@ def test_torchtune_rotary_positional_embeddings(base):
     input_pos = torch.stack([torch.arange(20), torch.arange(2000, 2020)])
     expected = reference(x, input_pos=input_pos)
     rope = pt.RotaryEmbedding(32, base=base, pairs="interleaved", seq_dim=1)
-    assert_close(rope.rotate(x, positions=input_pos), expected, 4 * fp32_recipe_atol(2020))
-    assert_close(rope.rotate(x), reference(x), 4 * fp32_recipe_atol(20))
+    assert_rotated_close(rope.rotate(x, positions=input_pos), expected, max_angle=2020)
+    assert_rotated_close(rope.rotate(x), reference(x), max_angle=20)
 
 
 def test_torchtune_llama3_scaled_rope():
@@ -357,7 +373,7 @@ def test_torchtune_llama3_scaled_rope():
     input_pos = torch.arange(3000, 3016)[None]
     expected = reference(x, input_pos=input_pos)
     rope = pt.RotaryEmbedding(64, base=500000.0, pairs="interleaved", seq_dim=1, scaling=scaling)
-    assert_close(rope.rotate(x, positions=input_pos), expected, 4 * fp32_recipe_atol(3016))
+    assert_rotated_close(rope.rotate(x, positions=input_pos), expected, max_angle=3016)
     # and the scaling matters at these positions
     plain = pt.RotaryEmbedding(64, base=500000.0, pairs="interleaved", seq_dim=1)
     assert not torch.allclose(plain.rotate(x, positions=input_pos), expected, atol=1e-2)
@@ -370,4 +386,4 @@ def test_torchtune_qwen2_half_pairs():
     input_pos = torch.stack([torch.arange(12), torch.arange(500, 512)])
     expected = reference(x, input_pos=input_pos)
     rope = pt.RotaryEmbedding(32, base=1000000.0, pairs="half", seq_dim=1)
-    assert_close(rope.rotate(x, positions=input_pos), expected, 4 * fp32_recipe_atol(512))
+    assert_rotated_close(rope.rotate(x, positions=input_pos), expected, max_angle=512)

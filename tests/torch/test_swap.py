@@ -23,9 +23,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from posenc.torch.hf import LlamaRotary, SwapReport, swap_positions  # noqa: E402
+from tests.tolerance import assert_close_ulp  # noqa: E402
 from tests.torch import tiny_models  # noqa: E402
 
-ATOL = tiny_models.ATOL
+MODEL_ULPS = tiny_models.MODEL_ULPS
 # model type -> what its rotary module returns (one of each form; every other causal LM is in
 # the sweep, tests/torch/test_swap_sweep.py)
 DEFAULT = {
@@ -121,7 +122,7 @@ def test_renamed_copies_are_found_and_replaced(model_type, interleave):
     report = swap_positions(swapped)
     assert report.names == ["model.rotary_emb"]
     assert report.replaced[0].layout == ("interleaved" if interleave else "half")
-    torch.testing.assert_close(logits(swapped), logits(original), rtol=0, atol=ATOL)
+    assert_close_ulp(logits(swapped), logits(original), ulps=MODEL_ULPS, what="logits")
 
 
 # -- what is left, and why -------------------------------------------------------------------
