@@ -8,6 +8,11 @@ one JSON object (docs/reference/cli.md describes its fields), the frequencies as
 numbers written with enough digits to read back exactly. ``--vision`` prints the plan of the
 file's ``vision_config`` (``posenc.rope_plan(config, vision=True)``).
 
+A model whose positions act on the attention scores (ALiBi: BLOOM, MPT, Falcon with
+``alibi``; T5 buckets: T5, mT5, UMT5, LongT5; DeBERTa-v2 buckets) gets a second table: per
+layer of each stack, the bias kind, heads, slope rule, ``num_buckets``, ``max_distance`` and
+direction (``bias`` in ``--json``).
+
 The file is read defensively: its size is checked against ``--max-bytes`` before it is read,
 it must be UTF-8 JSON holding one object nested at most 64 levels deep, and a config the plan
 rejects (an unknown rope key, a missing size) is one line naming the file and the key.
@@ -25,7 +30,7 @@ import numpy as np
 from ._common import add_subcommand, check_exists
 from ._readers import FileError, default_max_bytes, format_size, parse_size
 
-HELP = "print the RoPE of every layer of a model, from its Hugging Face config.json"
+HELP = "print the RoPE (or attention bias) of every layer of a model, from its config.json"
 
 #: The version of the ``--json`` document's layout (docs/reference/cli.md): it changes when a
 #: field is renamed, removed or changes meaning, not when one is added.
