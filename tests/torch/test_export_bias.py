@@ -14,9 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 from tests.torch.export_cases import LENGTH, assert_within_one_ulp, input_ranges  # noqa: E402
 
@@ -174,3 +177,30 @@ def test_onnx_opset18_under_onnxruntime() -> None:
                 assert float((g - w).abs().max()) <= slack, case
             else:
                 assert_close(g, w)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    query=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=6),
+    key=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=6),
+    convention=st.sampled_from(["exact", "bloom", "mpt", "falcon"]),
+    form=st.sampled_from(["distance", "relative", "key"]),
+)
+def test_tensor_positions_equal_list_positions(
+    query: list[int], key: list[int], convention: str, form: str
+) -> None:
+    q, k = torch.tensor(query), torch.tensor(key)
+    got = pt.alibi_bias(5, q, k, convention=convention, form=form, dtype=torch.float64)
+    want = pt.alibi_bias(5, query, key, convention=convention, form=form, dtype=torch.float64)
+    assert torch.equal(got, want)
+    rel = np.subtract.outer(np.array(key), np.array(query)).T  # key - query, (q, k)
+    for both in (True, False):
+        for convention in ("exact", "transformers"):
+            t5 = _t5(bidirectional=both, convention=convention)
+            buckets = posenc.t5_buckets(rel, bidirectional=both)  # the exact buckets
+            if convention == "transformers":
+                buckets = pt.t5_buckets(torch.from_numpy(rel), bidirectional=both,
+                                        convention="transformers").numpy()  # fmt: skip
+            with torch.no_grad():
+                want = t5.table.weight[torch.from_numpy(buckets)].permute(2, 0, 1)
+                assert torch.equal(t5(q, k), want)
