@@ -11,10 +11,11 @@ Prints the machine (CPU, cores, versions, threads), runs each section, then prin
 table of timings with their ratios to the references measured in the same run, followed by the
 sections' notes (e.g. the memory report). Sections: ``tables`` (table build), ``add`` (adding
 the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply),
-``memory`` (peak memory and the module's cache) and ``plan`` (``posenc plan`` on configs of
-2^12 to 2^16 layers). A section whose module is missing or whose
-dependencies are not installed is skipped with the reason; a section that fails is reported
-and makes the exit status 1 once the others have run.
+``memory`` (peak memory and the module's cache), ``plan`` (``posenc plan`` on configs of
+2^12 to 2^16 layers) and ``bias`` (ALiBi attention: FlexAttention ``score_mod`` against SDPA
+with a materialised bias and transformers' BLOOM path, time and peak memory). A section
+whose module is missing or whose dependencies are not installed is skipped with the reason; a
+section that fails is reported and makes the exit status 1 once the others have run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import traceback
 
 from benchmarks.harness import Table, environment
 
-SECTIONS = ("tables", "add", "rope", "memory", "plan")
+SECTIONS = ("tables", "add", "rope", "memory", "plan", "bias")
 
 
 def run_section(name: str, table: Table, *, quick: bool) -> str:

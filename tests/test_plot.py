@@ -54,6 +54,9 @@ def test_plots_mapping_names_every_figure_and_is_read_only() -> None:
         "precision": plot.precision_plot,
         "shift": plot.shift_plot,
         "rotation": plot.rotation_plot,
+        "bias": plot.bias_plot,
+        "buckets": plot.bucket_plot,
+        "slopes": plot.slope_plot,
     }
     with pytest.raises(TypeError):
         plot.PLOTS["new"] = plot.heatmap  # type: ignore[index]
@@ -389,6 +392,9 @@ def test_no_pyplot_and_no_open_figures() -> None:
     code = (
         "import sys, posenc.plot as p\n"
         "for name, f in p.PLOTS.items():\n"
+        "    if name in ('bias', 'buckets', 'slopes'):\n"
+        "        f(distance=8) if name != 'slopes' else f(4)\n"
+        "        continue\n"
         "    f(**({'max_position': 100} if name in ('precision', 'shift') else {}), d_model=8)\n"
         "print('matplotlib.pyplot' in sys.modules)\n"
         "import matplotlib.pyplot as plt\n"
@@ -402,9 +408,8 @@ def test_no_pyplot_and_no_open_figures() -> None:
 
 def test_missing_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(sys.modules):
-        if name == "matplotlib" or name.startswith("matplotlib."):
+        if name.split(".")[0] == "matplotlib" or name.startswith("posenc.plot"):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    monkeypatch.delitem(sys.modules, "posenc.plot")
     with pytest.raises(ImportError, match=r"pip install matplotlib .*pip install '\.\[plot\]'"):
         importlib.import_module("posenc.plot")

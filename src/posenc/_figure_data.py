@@ -19,9 +19,11 @@ from ._conventions import ConventionName, get_convention
 from ._features import feature_slices, sin_cos_pairs
 from ._frequencies import frequencies
 from ._sinusoidal import sinusoidal
+from .analysis._bias import bias_profile, bucket_map, slope_table
 from .analysis._precision import precision_report
 from .analysis._properties import check_shift, shift_matrix, similarity
 from .analysis._recipes import float32_recipe
+from .analysis._results import BiasProfile, BucketMap, SlopeTable
 
 MAX_PERIODS = 8  # sinusoids(): default channels show at most this many periods
 #: sinusoids(): default channels show at least half a period (a wavelength at most twice the
@@ -331,3 +333,54 @@ def precision_errors(
         for label, dtype, method in curves:
             errors[label].append(reports[dtype].method(method).max_error)
     return errors
+
+
+# --------------------------------------------------------------------------- attention biases
+
+#: bias_plot(): at most this many heads get a curve of their own (a legend entry each).
+MAX_BIAS_CURVES = 16
+
+
+def bias_curves(
+    heads: int | None, distance: int, max_bias: float, table: Any, buckets: tuple[int, int, bool]
+) -> tuple[BiasProfile, npt.NDArray[np.int64]]:
+    """The bias per head against ``key − query`` (ALiBi without ``table``, else T5's buckets
+    ``(num_buckets, max_distance, bidirectional)`` over ``table``), and the heads that get a
+    curve: all up to 16, else 16 evenly spaced."""
+    if table is None:
+        profile = bias_profile("alibi", heads=heads, distance=distance, max_bias=max_bias)
+    else:
+        count, far, both = buckets
+        profile = bias_profile(
+            "t5", heads=heads, distance=distance, table=table, num_buckets=count, max_distance=far,
+            bidirectional=both,
+        )  # fmt: skip
+    shown = even_positions(profile.values.shape[0], MAX_BIAS_CURVES)
+    return profile, shown
+
+
+def bucket_regions(
+    method: str, distance: int, num_buckets: int | None, max_distance: int | None, both: bool
+) -> tuple[BucketMap, list[tuple[str, int, int]]]:
+    """The bucket map and its regions as ``(label, first, last)`` ranges of distances
+    ``|key − query|`` within ``distance``: exact, logarithmic, and (T5) the last bucket from
+    ``max_distance`` on."""
+    m = bucket_map(
+        method, distance=distance, num_buckets=num_buckets, max_distance=max_distance,
+        bidirectional=both,
+    )  # fmt: skip
+    far = int(m.relative[-1])
+    bounds = [("exact", 0, m.exact_limit)]
+    if m.method == "t5":
+        bounds += [
+            ("logarithmic", m.exact_limit + 1, m.max_distance - 1),
+            ("last bucket", m.max_distance, far),
+        ]
+    else:
+        bounds.append(("logarithmic", m.exact_limit + 1, far))
+    return m, [(label, low, min(high, far)) for label, low, high in bounds if low <= far]
+
+
+def slope_rows(heads: int, max_bias: float) -> SlopeTable:
+    """The slopes of every head, exact and in each framework's rule."""
+    return slope_table(heads, max_bias=max_bias)

@@ -23,8 +23,9 @@ the ``config.json`` files written by 4.x:
 - layers: ``layer_types``, else derived from ``sliding_window_pattern`` (Gemma 3) or
   ``global_attn_every_n_layers`` (ModernBERT); layers without RoPE from ``no_rope_layers`` (1: the
   layer rotates, 0: it does not; SmolLM3, Llama 4), ``no_rope_layer_interval``, a ``None``
-  parameter set (a layer type without RoPE), a layer type that is not attention, and
-  ``position_embedding_type`` other than ``"rotary"`` / ``"rope"`` (ESM, Granite hybrid).
+  parameter set (a layer type without RoPE), a layer type that is not attention,
+  ``position_embedding_type`` other than ``"rotary"`` / ``"rope"`` (ESM, Granite hybrid), and
+  Falcon's ``alibi = true`` (ALiBi instead of RoPE: ``posenc plan`` shows its bias).
 - composite models: the language model's ``text_config`` (also inside ``thinker_config``); a
   ``vision_config`` with RoPE settings of its own is named in the notes (its plan is
   ``rope_plan(config.vision_config)``).
@@ -387,6 +388,13 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
     if tower is not None and not tower.rotary:
         reading.rotary = False
         reading.notes.append(tower.note)
+    alibi = d.get("alibi")
+    falcon = d.get("model_type") == "falcon" and alibi is not None
+    if falcon and values.boolean(where, "alibi", alibi):  # ALiBi replaces the rotation
+        reading.rotary = False
+        reading.notes.append(
+            f"{where}.alibi = true: Falcon adds ALiBi to the scores and does not rotate"
+        )
     kind = d.get("position_embedding_type", "rotary")  # null: no position embedding (Granite)
     if kind is not None:
         values.text(where, "position_embedding_type", kind)

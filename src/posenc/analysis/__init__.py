@@ -20,6 +20,10 @@ Each function turns one claim about the sinusoidal encoding into a number that c
 - **How accurate a table is** (:func:`precision_report`). Max error against a wider-precision
   reference of posenc's table, of the PyTorch tutorial recipe (angles in float32,
   :func:`float32_recipe`) and of the recipe carried out entirely in a low-precision dtype.
+- **What an attention bias adds** (:func:`bias_profile`, :func:`bucket_map`,
+  :func:`slope_table`). Per head against the relative position (ALiBi's slopes, a learned T5
+  table), the T5 and DeBERTa bucket of each relative position with its exact and logarithmic
+  regions, and ALiBi's slopes per head, exact and as BLOOM, MPT and Falcon round them.
 - **Which convention produced a table** (:func:`identify`). Given a table, e.g. from a
   checkpoint, recover its convention, base and first position, or recognise the odd-exponent
   cosine bug.
@@ -38,18 +42,22 @@ English.
 True
 """
 
+from ._bias import bias_profile, bucket_map, slope_table
 from ._identify import MAX_OFFSET, identify
 from ._phases import DEFAULT_BASES, MAX_OFFSET_LIMIT
 from ._precision import precision_report
 from ._properties import check_shift, distinct_rows, shift_matrix, similarity, wavelengths
 from ._recipes import ODD_EXPONENT_BUG, float32_recipe, odd_exponent_table
 from ._results import (
+    BiasProfile,
+    BucketMap,
     Candidate,
     DistinctRows,
     Identification,
     MethodError,
     PrecisionReport,
     Similarity,
+    SlopeTable,
     Wavelengths,
 )
 
@@ -58,13 +66,18 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_OFFSET_LIMIT",
     "ODD_EXPONENT_BUG",
+    "BiasProfile",
+    "BucketMap",
     "Candidate",
     "DistinctRows",
     "Identification",
     "MethodError",
     "PrecisionReport",
     "Similarity",
+    "SlopeTable",
     "Wavelengths",
+    "bias_profile",
+    "bucket_map",
     "check_shift",
     "distinct_rows",
     "float32_recipe",
@@ -73,5 +86,6 @@ __all__ = [
     "precision_report",
     "shift_matrix",
     "similarity",
+    "slope_table",
     "wavelengths",
 ]

@@ -268,3 +268,66 @@ class Identification(_Result):
     base_guessed: bool = False
     transposed: bool = False
     max_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class BiasProfile(_Result):
+    """An attention bias against the relative position, per head (see :func:`bias_profile`).
+
+    Attributes:
+        method: ``"alibi"`` or ``"t5"``.
+        relative: int64 ``(n,)`` relative positions ``key − query``, ascending.
+        values: float64 ``(heads, n)``: the bias head ``h`` adds at each relative position.
+        slopes: ALiBi: float64 ``(heads,)`` slopes; None for T5.
+        buckets: T5: int64 ``(n,)`` bucket of each relative position; None for ALiBi.
+    """
+
+    method: str
+    relative: npt.NDArray[np.int64]
+    values: _F64
+    slopes: _F64 | None
+    buckets: npt.NDArray[np.int64] | None
+
+
+@dataclass(frozen=True)
+class BucketMap(_Result):
+    """The bucket of every relative position, and its regions (see :func:`bucket_map`).
+
+    Attributes:
+        method: ``"t5"`` or ``"deberta"``.
+        relative: int64 ``(n,)`` relative positions ``key − query``, ascending.
+        buckets: int64 ``(n,)`` (DeBERTa's are signed, of ``query − key``).
+        exact_limit: distances ``|r| <= exact_limit`` have a bucket of their own.
+        max_distance: T5: distances from here on share the last bucket; DeBERTa:
+            ``max_position``, where the log buckets reach ``bucket_size − 1``.
+        num_buckets, bidirectional: what was asked for.
+    """
+
+    method: str
+    relative: npt.NDArray[np.int64]
+    buckets: npt.NDArray[np.int64]
+    exact_limit: int
+    max_distance: int
+    num_buckets: int
+    bidirectional: bool
+
+
+@dataclass(frozen=True)
+class SlopeTable(_Result):
+    """ALiBi slopes per head in the exact rule and the frameworks' (see :func:`slope_table`).
+
+    Attributes:
+        heads, max_bias: what was asked for.
+        exact: float64 ``(heads,)``, ``2^(−max_bias·k/n)`` within one float64 ulp.
+        rules: rule name (``"bloom"``, ``"mpt"``, ``"falcon"``) -> float64 ``(heads,)``: the
+            slopes the framework computes (float32, Falcon's bfloat16), as float64 numbers.
+            BLOOM's and Falcon's rules exist for ``max_bias = 8`` only.
+        ulps: rule name -> float64 ``(heads,)``: ``(rule − exact)`` in units of the float32
+            spacing at the exact slope (``np.spacing(np.float32(exact))``).
+    """
+
+    heads: int
+    max_bias: float
+    exact: _F64
+    rules: dict[str, _F64]
+    ulps: dict[str, _F64]

@@ -8,6 +8,11 @@ one JSON object (docs/reference/cli.md describes its fields), the frequencies as
 numbers written with enough digits to read back exactly. ``--vision`` prints the plan of the
 file's ``vision_config`` (``posenc.rope_plan(config, vision=True)``).
 
+A model whose positions act on the attention scores (ALiBi: BLOOM, MPT, Falcon with
+``alibi``; T5 buckets: T5, mT5, UMT5, LongT5; DeBERTa-v2 buckets) gets a second table: per
+layer of each stack, the bias kind, heads, slope rule, ``num_buckets``, ``max_distance`` and
+direction (``bias`` in ``--json``).
+
 The file is read defensively: its size is checked against ``--max-bytes`` before it is read,
 it must be UTF-8 JSON holding one object nested at most 64 levels deep, and a config the plan
 rejects (an unknown rope key, a missing size) is one line naming the file and the key.
@@ -25,7 +30,7 @@ import numpy as np
 from ._common import add_subcommand, check_exists
 from ._readers import FileError, default_max_bytes, format_size, parse_size
 
-HELP = "print the RoPE of every layer of a model, from its Hugging Face config.json"
+HELP = "print the RoPE (or attention bias) of every layer of a model, from its config.json"
 
 #: The version of the ``--json`` document's layout (docs/reference/cli.md): it changes when a
 #: field is renamed, removed or changes meaning, not when one is added.
@@ -64,17 +69,33 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._bias.config import bias_plan
     from .._rope.plan import rope_plan
 
     max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
     config = read_config_file(args.config, max_bytes)
     try:
-        plan = rope_plan(config, vision=args.vision)
+        bias = None if args.vision else bias_plan(config)
+        try:
+            plan = rope_plan(config, vision=args.vision)
+        except ValueError as exc:
+            if bias is None:
+                raise
+            plan, no_rope = None, str(exc)  # a bias model: its bias is the plan
+            if "has no RoPE settings" in no_rope:
+                no_rope = "the config has no RoPE settings: positions act through the bias"
         if args.layer_type is not None:
+            if plan is None:
+                raise ValueError(f"--layer-type selects RoPE layers, and {no_rope}")
             plan.layer(args.layer_type)  # checks the name
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"{args.config}: {exc}") from None
-    report = plan_dict(plan, args.layer_type)
+    if plan is not None:
+        report = plan_dict(plan, args.layer_type)
+    elif bias is not None:
+        report = {"model_type": bias.model_type, "source": None, "num_layers": len(bias),
+                  "kinds": [], "notes": [no_rope]}  # fmt: skip
+    report["bias"] = None if bias is None else bias_dict(bias)
     if args.json:
         document = {"schema_version": SCHEMA_VERSION, "file": str(args.config), **report}
         print(json.dumps(document, indent=2, allow_nan=False))
@@ -219,6 +240,37 @@ def plan_dict(plan: Any, layer_type: str | None = None) -> dict[str, Any]:
     }
 
 
+def bias_dict(plan: Any) -> dict[str, Any]:
+    """The attention bias of :func:`posenc._bias.config.bias_plan` as plain JSON data: one
+    entry in ``"kinds"`` per run of equal layers of a stack."""
+    kinds: list[dict[str, Any]] = []
+    for stack, index, layer in plan.layers:
+        if kinds and kinds[-1]["stack"] == stack and kinds[-1]["_layer"] == layer:
+            kinds[-1]["layers"].append(index)
+            continue
+        kinds.append(
+            {
+                "_layer": layer,
+                "stack": stack,
+                "layers": [index],
+                "kind": layer.kind,
+                "heads": layer.heads,
+                "direction": layer.direction,
+                "slope_rule": layer.slope_rule,
+                "max_bias": layer.max_bias,
+                "form": layer.form,
+                "slopes": None if layer.kind != "alibi" else _plain(layer.slopes()),
+                "num_buckets": layer.num_buckets,
+                "max_distance": layer.max_distance,
+                "shared_table": layer.shared_table,
+                "notes": list(layer.notes),
+            }
+        )
+    for kind in kinds:
+        del kind["_layer"]
+    return {"source": plan.source, "kinds": kinds, "notes": list(plan.notes)}
+
+
 def _same_kind(a: Any, b: Any) -> bool:
     """Whether two layers go in one row: equal, or both without RoPE (their notes, which name
     the layer, are merged)."""
@@ -306,16 +358,69 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
+_BIAS_COLUMNS = (
+    "stack",
+    "layers",
+    "bias",
+    "heads",
+    "slope rule",
+    "buckets",
+    "max distance",
+    "direction",
+    "table",
+)
+
+
+def _bias_row(kind: dict[str, Any]) -> list[str]:
+    rule = "-"
+    if kind["slope_rule"] is not None:
+        rule = f"{kind['slope_rule']} (max_bias {kind['max_bias']:g}, form {kind['form']})"
+    table = "-"
+    if kind["kind"] != "alibi":
+        table = "shared" if kind["shared_table"] else "own"
+    return [
+        kind["stack"],
+        _ranges(kind["layers"]),
+        kind["kind"],
+        str(kind["heads"]),
+        rule,
+        "-" if kind["num_buckets"] is None else str(kind["num_buckets"]),
+        "-" if kind["max_distance"] is None else str(kind["max_distance"]),
+        kind["direction"],
+        table,
+    ]
+
+
+def _table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    rows = [list(columns), *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
 def plan_text(name: str, report: dict[str, Any]) -> str:
-    """The report of :func:`plan_dict` as a table and a few lines of details and notes."""
+    """The report of :func:`plan_dict` as a table and a few lines of details and notes; the
+    attention bias (``report["bias"]``, when there is one) as a second table."""
     kinds = report["kinds"]
+    bias = report.get("bias")
     head = f"{name}: model_type {report['model_type']}, {report['num_layers']} layers"
-    lines = [head + f", rope parameters from {report['source']}", ""]
-    rows = [list(_COLUMNS), *(_row(k) for k in kinds)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines = []
+    if report["source"] is not None:
+        lines += [head + f", rope parameters from {report['source']}", ""]
+        lines += _table(_COLUMNS, [_row(k) for k in kinds])
+    else:
+        lines.append(head)
+    if bias is not None:
+        if report["source"] is not None:
+            lines.append("")
+        lines += [f"attention bias from {bias['source']}", ""]
+        lines += _table(_BIAS_COLUMNS, [_bias_row(k) for k in bias["kinds"]])
     details = _details(kinds)
-    notes = list(dict.fromkeys([*report["notes"], *(n for k in kinds for n in k["notes"])]))
+    bias_notes = []
+    if bias is not None:
+        bias_notes = [*bias["notes"], *(n for k in bias["kinds"] for n in k["notes"])]
+    notes = list(
+        dict.fromkeys([*report["notes"], *(n for k in kinds for n in k["notes"]), *bias_notes])
+    )
     if details or notes:
         lines.append("")
     lines += details + [f"note: {n}" for n in notes]

@@ -1,7 +1,11 @@
 """``posenc plot KIND``: draw one of the figures of :mod:`posenc.plot` to a PNG or SVG file.
 
-Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift, rotation (see
-``posenc.plot.PLOTS``).
+Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift, rotation (the
+sinusoidal table, with ``--d-model``, ``--base``, ``--convention``), and the attention biases:
+bias (ALiBi per head against relative position: ``--heads``, ``--distance``, ``--max-bias``),
+buckets (T5 or DeBERTa buckets: ``--method``, ``--distance``, ``--num-buckets``,
+``--max-distance``, ``--causal``) and slopes (ALiBi slopes per head, exact and as BLOOM, MPT
+and Falcon compute them: ``--heads``, ``--max-bias``). See ``posenc.plot.PLOTS``.
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
 Long ranges are drawn from evenly spaced positions (at most 2048 rows of a heatmap or of a
 similarity matrix, 10,000 points of a curve) and the figure's title says so, so any
@@ -21,9 +25,23 @@ from typing import Any
 from ._common import add_encoding_options, add_force_option, add_subcommand
 from ._output import Output
 
-HELP = "draw a figure (heatmap, sinusoids, wavelengths, similarity, precision, shift...) to PNG/SVG"
+HELP = "draw a figure (heatmap, sinusoids, ..., bias, buckets, slopes) to PNG/SVG"
 
-KINDS = ("heatmap", "sinusoids", "wavelengths", "similarity", "precision", "shift", "rotation")
+KINDS = (
+    "heatmap",
+    "sinusoids",
+    "wavelengths",
+    "similarity",
+    "precision",
+    "shift",
+    "rotation",
+    "bias",
+    "buckets",
+    "slopes",
+)
+#: The options of the sinusoidal figures, with their defaults (None in the parser, so that
+#: an attention-bias figure can refuse them when given).
+_ENCODING = {"d_model": 128, "base": 10000.0, "convention": "paper"}
 
 # Command-line option → keyword argument of the plot functions.
 _OPTIONAL = {
@@ -35,6 +53,13 @@ _OPTIONAL = {
     "position": "p",
     "shift": "k",
     "pair": "pair",
+    "heads": "heads",
+    "distance": "distance",
+    "max_bias": "max_bias",
+    "method": "method",
+    "num_buckets": "num_buckets",
+    "max_distance": "max_distance",
+    "causal": "bidirectional",
 }
 
 
@@ -58,6 +83,19 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--position", type=int, metavar="P", help="start position (rotation plot)")
     parser.add_argument("--shift", type=int, metavar="K", help="shift k (rotation plot)")
     parser.add_argument("--pair", type=int, metavar="I", help="frequency index (rotation plot)")
+    parser.add_argument("--heads", type=int, metavar="H", help="attention heads (bias, slopes)")
+    parser.add_argument(
+        "--distance", type=int, metavar="D", help="largest |key - query| shown (bias, buckets)"
+    )
+    parser.add_argument("--max-bias", type=float, metavar="B", help="ALiBi max_bias (default 8)")
+    parser.add_argument("--method", choices=("t5", "deberta"), help="buckets of (buckets plot)")
+    parser.add_argument("--num-buckets", type=int, metavar="N", help="buckets (buckets plot)")
+    parser.add_argument(
+        "--max-distance", type=int, metavar="M", help="T5 max_distance, DeBERTa max_position"
+    )
+    parser.add_argument(
+        "--causal", action="store_const", const=False, help="T5 decoder buckets (buckets plot)"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -65,7 +103,7 @@ def add_parser(sub: Any) -> None:
         help="output file, .png or .svg (default: KIND.png in the current folder)",
     )
     add_force_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, d_model=None, base=None, convention=None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,8 +114,13 @@ def run(args: argparse.Namespace) -> int:
     output.check()
     function = plot.PLOTS[args.kind]
     accepted = inspect.signature(function).parameters
-    kwargs: dict[str, Any] = {"d_model": args.d_model, "base": args.base}
-    kwargs["convention"] = args.convention
+    kwargs: dict[str, Any] = {}
+    for option, default in _ENCODING.items():
+        value = getattr(args, option)
+        if option not in accepted and value is not None:
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to the {args.kind} plot")
+        kwargs[option] = default if value is None else value
     for option, keyword in _OPTIONAL.items():
         value = getattr(args, option)
         if value is None:

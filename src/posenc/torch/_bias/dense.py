@@ -33,10 +33,27 @@ __all__ = [
     "alibi_bias",
     "deberta_buckets",
     "kerple_bias",
+    "position_tensor",
     "sandwich_bias",
     "t5_buckets",
     "transformers_t5_buckets",
 ]
+
+
+def position_tensor(name: str, value: Any, device: Any) -> torch.Tensor:
+    """``value`` (an int ``L``, 1-D integer positions, or a 1-D integer tensor) as an int64
+    tensor on ``device``; a tensor stays where it is."""
+    if not isinstance(value, torch.Tensor):
+        return torch.from_numpy(as_positions(name, value)).to(device)
+    if value.ndim != 1 or value.dtype.is_floating_point or value.dtype.is_complex:
+        raise TypeError(
+            f"{name} must be a 1-D integer tensor, got {value.dtype} {tuple(value.shape)}"
+        )
+    if value.dtype == torch.bool:
+        raise TypeError(f"{name} must be a 1-D integer tensor, got torch.bool")
+    if value.device.type == "cpu" and not torch.compiler.is_compiling():
+        as_positions(name, value.detach().numpy())  # data checks: no sync on the CPU
+    return value.to(torch.int64)
 
 
 def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
@@ -68,11 +85,21 @@ def alibi_bias(
     ``build_alibi_tensor`` bit for bit (the NumPy core's correctly rounded power differs by
     one float32 ulp for some slopes from 32 heads on).
 
+    Positions given as 1-D integer tensors stay tensors (on their device, unless ``device``
+    says otherwise): nothing is read on the host, so a module calling this traces with
+    ``torch.export`` and exports to ONNX. The values are the same; only the check that they
+    fit ``dtype`` is left out (it would read them).
+
     >>> alibi_bias(1, 3, 3, form="relative")[0]
     tensor([[ 0.0000,  0.0039,  0.0078],
             [-0.0039,  0.0000,  0.0039],
             [-0.0078, -0.0039,  0.0000]])
     """
+    if isinstance(query_positions, torch.Tensor) or isinstance(key_positions, torch.Tensor):
+        return _alibi_of_tensors(
+            heads, query_positions, key_positions, form, max_bias, shard, convention, dtype,
+            device,
+        )  # fmt: skip
     values = core_alibi.alibi_bias(
         heads,
         query_positions,
@@ -96,6 +123,13 @@ def _bloom_family(
 ) -> torch.Tensor:  # fmt: skip
     """BLOOM's and Falcon's steps with torch's own float32 ``pow`` (whose rounding NumPy
     cannot reproduce): ``base^k`` in float32, products in float32 (Falcon: bfloat16)."""
+    slopes = _torch_slopes(heads, shard, convention)
+    query = torch.from_numpy(as_positions("query_positions", query_positions))
+    return _bloom_rest(slopes, query, key_positions, form, dtype, device)
+
+
+def _torch_slopes(heads: int, shard: Any, convention: str) -> torch.Tensor:
+    """BLOOM's slopes with torch's float32 ``pow`` (Falcon: rounded to bfloat16)."""
     lower = 1 << (heads.bit_length() - 1)
     base = torch.full((), 2 ** (-(2 ** -(math.log2(lower) - 3))), dtype=torch.float32)
     slopes = torch.pow(base, torch.arange(1, 1 + lower, dtype=torch.int32))
@@ -106,16 +140,48 @@ def _bloom_family(
     if shard is not None:
         rank, ranks = shard
         slopes = slopes.reshape(ranks, -1)[rank]
-    query = torch.from_numpy(as_positions("query_positions", query_positions))
+    return slopes.bfloat16() if convention == "falcon" else slopes
+
+
+def _bloom_rest(
+    slopes: torch.Tensor, query: torch.Tensor, key_positions: Any, form: str, dtype: torch.dtype,
+    device: Any,
+) -> torch.Tensor:  # fmt: skip
     key = torch.from_numpy(as_positions("key_positions", key_positions))
     rel = key[None, :] - query[:, None]
     factor = {"key": key[None, :].expand_as(rel), "relative": rel, "distance": -rel.abs()}[form]
-    if convention == "falcon":
-        slopes = slopes.bfloat16()
     bias = slopes[:, None, None] * factor[None]  # on the host: checking it costs no sync
     out = check_dtype("dtype", dtype)
     check_fits(bias.double().numpy(), float(torch.finfo(out).max), str(out).removeprefix("torch."))
     return bias.to(device=device, dtype=out)
+
+
+def _alibi_of_tensors(
+    heads: int, query_positions: Any, key_positions: Any, form: str, max_bias: float,
+    shard: Any, convention: str, dtype: torch.dtype, device: Any,
+) -> torch.Tensor:  # fmt: skip
+    """:func:`alibi_bias` of tensor positions: the slopes from the core (or torch's pow, for
+    BLOOM and Falcon), the products on the positions' device in the convention's dtype."""
+    out = check_dtype("dtype", dtype)
+    if form not in core_alibi.ALIBI_FORMS:
+        raise ValueError(f"form must be one of {core_alibi.ALIBI_FORMS}, got {form!r}")
+    rule: Any = convention
+    slopes: Any = core_alibi.alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=rule)
+    where = device if device is not None else next(
+        p.device for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)
+    )  # fmt: skip
+    query = position_tensor("query_positions", query_positions, where)
+    key = position_tensor("key_positions", key_positions, where)
+    if convention in ("bloom", "falcon"):  # torch's pow, as transformers
+        slopes = _torch_slopes(int(heads), shard, convention)
+    rel = key[None, :] - query[:, None]
+    factor = {"key": key[None, :].expand_as(rel), "relative": rel, "distance": -rel.abs()}[form]
+    wide = {"exact": torch.float64, "falcon": torch.bfloat16}.get(convention, torch.float32)
+    table = torch.as_tensor(slopes).to(device=where, dtype=wide)
+    bias = table[:, None, None] * factor[None].to(wide)
+    if convention == "exact":
+        return cast_exact(bias, out)
+    return bias.to(out)
 
 
 def kerple_bias(

@@ -57,10 +57,20 @@ def allowed_pairs(
     causal = check_bool("causal", causal)
     check_allocation("query_len and key_len", (q, k), 1)
     where = as_device(device, torch.device("cpu"))
-    query_len, key_len = q, k
-    allowed = torch.ones(query_len, key_len, dtype=torch.bool, device=where)
+    return _allowed(q, k, causal, query_documents, key_documents, where)
+
+
+def _allowed(
+    query_len: Any, key_len: Any, causal: bool, query_documents: Any, key_documents: Any,
+    where: torch.device,
+) -> torch.Tensor:  # fmt: skip
+    """:func:`allowed_pairs` of checked lengths (ints, or the symbolic sizes of a traced
+    tensor): comparisons of index ranges, which ``torch.export`` keeps dynamic."""
+    query = torch.arange(query_len, device=where)
+    key = torch.arange(key_len, device=where)
+    allowed = torch.ones_like(query[:, None] <= key[None, :])
     if causal:
-        allowed = torch.tril(allowed, diagonal=key_len - query_len)
+        allowed = key[None, :] <= query[:, None] + (key_len - query_len)
     if query_documents is not None:
         query = _documents("query_documents", query_documents, query_len, where)
         keys = query_documents if key_documents is None else key_documents
@@ -94,8 +104,5 @@ def bias_attn_mask(
     out = bias.dtype if dtype is None else check_dtype("dtype", dtype)
     check_bool("causal", causal)
     query_len, key_len = bias.shape[-2:]
-    allowed = allowed_pairs(
-        query_len, key_len, causal=causal, query_documents=query_documents,
-        key_documents=key_documents, device=bias.device,
-    )  # fmt: skip
+    allowed = _allowed(query_len, key_len, causal, query_documents, key_documents, bias.device)
     return bias.to(out).masked_fill(~allowed, float("-inf"))

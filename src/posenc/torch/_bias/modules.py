@@ -3,7 +3,10 @@
 
 ``forward(query_positions, key_positions)`` returns the dense bias ``(heads, q, k)`` in the
 parameters' dtype; positions are an int ``L`` or 1-D integer positions (offsets, packed
-documents, shards), checked as the NumPy core checks them.
+documents, shards), checked as the NumPy core checks them. Positions given as 1-D integer
+tensors are used as tensors: the bias is computed on their device without reading them on
+the host, which is what ``torch.export`` and ONNX need (CPU tensors are still checked, except
+while tracing).
 
 >>> bias = T5RelativeBias(heads=4)
 >>> bias(5, 5).shape
@@ -14,14 +17,25 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..._bias.buckets import BucketConvention
 from ..._bias.distance import fire_distance
-from ..._bias.positions import as_positions, check_count, check_parameter, relative_positions
-from .dense import t5_buckets
+from ..._bias.positions import check_count, check_parameter
+from .dense import position_tensor, t5_buckets
+
+#: T5RelativeBias reads its buckets from a table indexed by distance up to ``max_distance``
+#: (every distance beyond shares the last bucket) when ``max_distance`` is at most this.
+MAX_TABLE_DISTANCE = 1 << 20
+
+
+def _relative(query_positions: Any, key_positions: Any, device: Any) -> torch.Tensor:
+    """``key − query`` as an int64 ``(q, k)`` tensor."""
+    query = position_tensor("query_positions", query_positions, device)
+    key = position_tensor("key_positions", key_positions, device)
+    return key[None, :] - query[:, None]
+
 
 __all__ = ["FireBias", "KerpleBias", "T5RelativeBias"]
 
@@ -39,7 +53,14 @@ class T5RelativeBias(nn.Module):
     The table is ``self.table.weight``, ``(num_buckets, heads)`` like T5's
     ``relative_attention_bias``. ``T5RelativeBias.like(t5_attention)`` copies a T5
     attention layer's table and settings (convention ``"transformers"``).
+
+    ``forward`` looks the buckets up in ``by_distance`` (a non-persistent buffer: the bucket
+    of every distance ``0 .. max_distance``, from the convention's function, read once at
+    construction), so that it runs on the positions' device and exports. A ``max_distance``
+    above 2**20 reads the positions on the host instead, and refuses to be traced.
     """
+
+    by_distance: torch.Tensor
 
     def __init__(
         self,
@@ -62,6 +83,21 @@ class T5RelativeBias(nn.Module):
             max_distance=max_distance, convention=convention,
         )  # fmt: skip
         self.table = nn.Embedding(num_buckets, self.heads, device=device, dtype=dtype)
+        self.register_buffer("by_distance", self._by_distance(device), persistent=False)
+
+    def _by_distance(self, device: Any) -> torch.Tensor:
+        """The bucket of every distance ``0 .. max_distance`` to an earlier key (T5's
+        buckets grow with the distance and stay at the last one from ``max_distance`` on):
+        the buckets of the convention, read once, so that ``forward`` is a lookup."""
+        far = int(self.max_distance)
+        if far > MAX_TABLE_DISTANCE:
+            return torch.zeros(0, dtype=torch.int64, device=device)
+        earlier = -torch.arange(far + 1, dtype=torch.int64)
+        buckets = t5_buckets(
+            earlier, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+            max_distance=far, convention=self.convention,
+        )  # fmt: skip
+        return buckets.to(device)
 
     @classmethod
     def like(cls, module: nn.Module) -> T5RelativeBias:
@@ -83,12 +119,25 @@ class T5RelativeBias(nn.Module):
         return new
 
     def forward(self, query_positions: Any, key_positions: Any) -> torch.Tensor:
-        rel = torch.from_numpy(relative_positions(query_positions, key_positions))
-        buckets = t5_buckets(
-            rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-            max_distance=self.max_distance, convention=self.convention,
-        )  # fmt: skip
-        bias: torch.Tensor = self.table(buckets.to(self.table.weight.device))
+        rel = _relative(query_positions, key_positions, self.table.weight.device)
+        if self.by_distance.numel() == 0:  # a max_distance beyond the lookup table
+            if torch.compiler.is_compiling():
+                raise ValueError(
+                    f"T5RelativeBias with max_distance={self.max_distance} (more than "
+                    f"{MAX_TABLE_DISTANCE}) reads the positions on the host and cannot be "
+                    "traced or exported: use a max_distance up to 2**20"
+                )
+            buckets = t5_buckets(
+                rel.cpu(), bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                max_distance=self.max_distance, convention=self.convention,
+            ).to(rel.device)  # fmt: skip
+        else:
+            side = self.num_buckets // 2 if self.bidirectional else self.num_buckets
+            distance = rel.abs() if self.bidirectional else (-rel).clamp(min=0)
+            buckets = self.by_distance[distance.clamp(max=int(self.max_distance))]
+            if self.bidirectional:
+                buckets = buckets + (rel > 0).to(torch.int64) * side
+        bias: torch.Tensor = self.table(buckets)
         return bias.permute(2, 0, 1)
 
     def extra_repr(self) -> str:
@@ -100,8 +149,7 @@ class T5RelativeBias(nn.Module):
 
 
 def _gap(query_positions: Any, key_positions: Any, device: Any) -> torch.Tensor:
-    rel = relative_positions(query_positions, key_positions)
-    return torch.from_numpy(np.abs(rel).astype(np.float64)).to(device)
+    return _relative(query_positions, key_positions, device).abs()
 
 
 class KerpleBias(nn.Module):
@@ -188,8 +236,8 @@ class FireBias(nn.Module):
         return new
 
     def forward(self, query_positions: Any, key_positions: Any) -> torch.Tensor:
-        query = torch.from_numpy(as_positions("query_positions", query_positions))
-        key = torch.from_numpy(as_positions("key_positions", key_positions))
+        query = position_tensor("query_positions", query_positions, self.c.device)
+        key = position_tensor("key_positions", key_positions, self.c.device)
         like = self.c
         causal = (query[:, None] - key[None, :]).clamp(min=0).to(like)
         c = self.c.abs()

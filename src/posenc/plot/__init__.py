@@ -9,7 +9,8 @@ write the figure to a file (the format follows the suffix).
 
 >>> from posenc.plot import PLOTS, heatmap
 >>> sorted(PLOTS)
-['heatmap', 'precision', 'rotation', 'shift', 'similarity', 'sinusoids', 'wavelengths']
+['bias', 'buckets', 'heatmap', 'precision', 'rotation', 'shift', 'similarity', 'sinusoids',
+ 'slopes', 'wavelengths']
 >>> fig = heatmap(50, 32)
 >>> fig.axes[0].get_xlabel()
 'channel (index)'
@@ -19,27 +20,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-try:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
-    from matplotlib.ticker import MaxNLocator
-except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
-    raise ImportError(
-        "posenc.plot needs matplotlib: pip install matplotlib (or, from a clone of posenc, "
-        "pip install '.[plot]')"
-    ) from exc
-
-from . import analysis
-from ._checks import check_base, check_int
-from ._features import channel_frequency_index, channel_kinds, feature_slices
-from ._figure_data import FORMATS as FORMATS
-from ._figure_data import (
+from .. import analysis
+from .._checks import check_base, check_int
+from .._features import channel_frequency_index, channel_kinds, feature_slices
+from .._figure_data import FORMATS as FORMATS
+from .._figure_data import (
     MAX_CURVE_POINTS,
     MAX_DRAWN_ROWS,
     SHIFT_TABLES,
@@ -56,43 +45,46 @@ from ._figure_data import (
     similarity_views,
     sin_cos_channels,
 )
-from ._figure_data import (
+from .._figure_data import (
     check_length as _check_length,
 )
-from ._figure_data import (
+from .._figure_data import (
     check_path as _check_path,
 )
-from ._figure_data import (
+from .._figure_data import (
     convention_name as _convention_name,
 )
-from ._figure_data import (
+from .._figure_data import (
     extent as _extent,
 )
-from ._figure_data import (
+from .._figure_data import (
     fitted_scale as _fitted_scale,
 )
-from ._figure_data import (
+from .._figure_data import (
     require_frequencies as _require_frequencies,
 )
-from ._figure_data import (
+from .._figure_data import (
     sampled as _sampled,
 )
-from ._sinusoidal import sinusoidal
+from .._sinusoidal import sinusoidal
+from ._bias import bias_plot, bucket_plot, slope_plot
+from ._canvas import Figure, _finish, _index_locator, _new_figure
 
 __all__ = [
     "PLOTS",
+    "bias_plot",
+    "bucket_plot",
     "heatmap",
     "precision_plot",
     "rotation_plot",
     "shift_plot",
     "similarity_plot",
     "sinusoids",
+    "slope_plot",
     "wavelength_plot",
 ]
 
 
-_DPI = 100  # screen dpi of the figure; PNG files are written at _SAVE_DPI
-_SAVE_DPI = 150
 _DIVERGING = "RdBu_r"
 _DOTTED_LENGTH = 200  # sinusoids(): up to this length, integer positions are drawn as dots
 
@@ -100,36 +92,9 @@ _DOTTED_LENGTH = 200  # sinusoids(): up to this length, integer positions are dr
 # --------------------------------------------------------------------------- helpers
 
 
-def _new_figure(width: float, height: float, *, wspace: float | None = None) -> Figure:
-    """A Figure with an Agg canvas and constrained layout (no pyplot involved)."""
-    engine = ConstrainedLayoutEngine() if wspace is None else ConstrainedLayoutEngine(wspace=wspace)
-    fig = Figure(figsize=(width, height), dpi=_DPI, layout=engine)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _finish(fig: Figure, path: Path | None) -> Figure:
-    """Save ``fig`` to ``path`` (when given) in the format of its suffix; return it.
-
-    The file's ``Description`` metadata holds the figure's titles, settings included
-    (``convention=paper, base=10000, d_model=128``), so a saved figure says what it shows.
-    """
-    if path is not None:
-        fmt = path.suffix.lower().lstrip(".")
-        titles = [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes]
-        described = " | ".join(" ".join(t.split()) for t in titles if t)
-        fig.savefig(path, format=fmt, dpi=_SAVE_DPI, metadata={"Description": described})
-    return fig
-
-
 def _setting(d_model: int, base: float, convention: str) -> str:
     """The part of every title that says which table is shown."""
     return f"convention={convention}, base={base:g}, d_model={d_model}"
-
-
-def _index_locator() -> MaxNLocator:
-    """Integer ticks at round steps (1, 2, 4, 5 or 10 times a power of ten)."""
-    return MaxNLocator(nbins=10, integer=True, steps=[1, 2, 4, 5, 10], min_n_ticks=1)
 
 
 # --------------------------------------------------------------------------- figures
@@ -709,8 +674,10 @@ _PlotFunction = Callable[..., Figure]
 #: Name → figure function, as used by ``posenc plot KIND``: ``"heatmap"`` (:func:`heatmap`),
 #: ``"sinusoids"`` (:func:`sinusoids`), ``"wavelengths"`` (:func:`wavelength_plot`),
 #: ``"similarity"`` (:func:`similarity_plot`), ``"precision"`` (:func:`precision_plot`) and
-#: ``"shift"`` (:func:`shift_plot`) and ``"rotation"`` (:func:`rotation_plot`).
-#: Every function takes ``base=``, ``convention=`` and ``path=`` keywords and returns a Figure.
+#: ``"shift"`` (:func:`shift_plot`) and ``"rotation"`` (:func:`rotation_plot`) take ``base=``
+#: and ``convention=``; the attention-bias figures ``"bias"`` (:func:`bias_plot`),
+#: ``"buckets"`` (:func:`bucket_plot`) and ``"slopes"`` (:func:`slope_plot`) do not. Every
+#: function takes ``path=`` and returns a Figure.
 PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
     {
         "heatmap": heatmap,
@@ -720,5 +687,8 @@ PLOTS: Mapping[str, _PlotFunction] = MappingProxyType(
         "precision": precision_plot,
         "shift": shift_plot,
         "rotation": rotation_plot,
+        "bias": bias_plot,
+        "buckets": bucket_plot,
+        "slopes": slope_plot,
     }
 )

@@ -1,0 +1,29 @@
+"""The ALiBi attention benchmark times paths that compute the same attention."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("CI"):
+    import transformers  # noqa: F401  (a reference: missing under CI is a failure)
+else:
+    pytest.importorskip("transformers")
+
+from benchmarks import bias  # noqa: E402
+
+
+def test_the_benchmarked_paths_agree() -> None:
+    ns = bias._namespace(48)
+    want = ns["sdpa_mask"]()
+    for name in ("bloom", "flex_eager"):
+        got = ns[name]()
+        assert got.shape == want.shape == (1, bias.HEADS, 48, bias.HEAD_DIM)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_the_full_run_has_the_shapes_asked_for() -> None:
+    assert (bias.HEADS, bias.HEAD_DIM) == (16, 64)
+    assert "4096" in bias.__doc__
