@@ -20,8 +20,9 @@ odd-numbered slopes of the ``2p`` rule until there are ``n``. ``max_bias`` is 8 
 
 - ``"exact"``: float64 slopes, products in float64, rounded once to ``dtype``.
 - ``"bloom"``: transformers' BLOOM ``_get_alibi_slopes``: the base rounded to float32 and
-  raised to integer powers in float32 (BLOOM's slopes are up to 9 float32 ulps from the
-  exact slope at 121 heads, 11 at 128); products rounded to float32. NumPy takes the
+  raised to integer powers in float32 (BLOOM's slopes are up to 9.1 float32 ulps of the
+  exact slope from it, at 121 and at 128 heads; 11 ulps of BLOOM's own value at 128 heads,
+  where it sits just below a power of two); products rounded to float32. NumPy takes the
   correctly rounded power, which for some slopes from 32 heads on is one ulp from
   ``torch.pow``'s: ``posenc.torch.alibi_bias`` uses ``torch.pow`` and is bit for bit.
 - ``"mpt"``: transformers' ``build_mpt_alibi_tensor``: exponents and powers of two in
