@@ -183,7 +183,8 @@ def _gap(model_type: str) -> bool:
     release left in place (whose modules may have changed)."""
     if pinned.is_pinned(transformers.__version__):
         return False
-    return model_type not in pinned.CAUSAL_LM_MODEL_TYPES or model_type in EXPECTED_LEFT
+    expected = model_type in EXPECTED_LEFT or model_type in EXPECTED_LEFT_16
+    return model_type not in pinned.CAUSAL_LM_MODEL_TYPES or expected
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -231,6 +232,17 @@ def test_swap_keeps_every_causal_lm_within_one_ulp_in_16_bits(model_type: str, d
     key, torch_dtype = f"{model_type} {dtype}", getattr(torch, dtype)
     original, swapped, report, _ = _build(model_type, torch_dtype, OUTCOMES_16, key)
     OUTCOMES_16[key] = "failed"
+    try:
+        OUTCOMES_16[key] = _check_16_bits(model_type, original, swapped, report, dtype)
+    except AssertionError as exc:
+        if not _gap(model_type):
+            raise
+        OUTCOMES_16[key] = f"not covered: {short(exc)}"
+        pytest.skip(f"not covered in transformers {transformers.__version__}: {exc}")
+
+
+def _check_16_bits(model_type: str, original: Any, swapped: Any, report: Any, dtype: str) -> str:
+    key, torch_dtype = f"{model_type} {dtype}", getattr(torch, dtype)
     control_note = ""
     if report.replaced:
         NEAR_TIES[key] = tiny_models.compare_16_bits(original, swapped, torch_dtype)
@@ -242,4 +254,4 @@ def test_swap_keeps_every_causal_lm_within_one_ulp_in_16_bits(model_type: str, d
         else:
             assert dtype == "bfloat16", "the control is within the float16 bound"
             control_note = " (the control is within the bfloat16 bound)"
-    OUTCOMES_16[key] = _left_as_expected(model_type, swapped, report, 16) + control_note
+    return _left_as_expected(model_type, swapped, report, 16) + control_note
