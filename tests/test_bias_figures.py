@@ -84,7 +84,8 @@ def test_slope_table_measures_the_frameworks() -> None:
 
 # --------------------------------------------------------------------------- figures
 
-plot = pytest.importorskip("posenc.plot", reason="posenc.plot needs matplotlib")
+pytest.importorskip("matplotlib", reason="posenc.plot needs matplotlib")
+plot = pytest.importorskip("posenc.plot")
 
 
 def test_bias_figure_draws_the_profile() -> None:
