@@ -249,3 +249,19 @@ def test_qwen2_5_omni_talker_uses_its_model_default_sections():
     assert layer.axes == ("temporal", "height", "width")
     assert layer.sections == (16, 24, 24)
     assert not layer.interleaved_sections
+
+
+@pytest.mark.parametrize("bad", ["32", 32.5, True, 0, None])
+def test_a_per_layer_head_dim_is_checked_by_key(bad) -> None:  # type: ignore[no-untyped-def]
+    config = {
+        "hidden_size": 128,
+        "num_attention_heads": 8,
+        "rope_theta": 10000.0,
+        "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+        "per_layer_config": {"02": {"head_dim": bad}},
+    }
+    if bad is None:  # null: the layer keeps the model's head_dim
+        assert [x.head_dim for x in posenc.rope_plan(config)] == [16, 16, 16]
+        return
+    with pytest.raises((TypeError, ValueError), match=r"per_layer_config\[2\]\.head_dim"):
+        posenc.rope_plan(config)

@@ -227,22 +227,16 @@ def _vision_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
     return d, where, notes
 
 
-def _int(where: str, name: str, value: Any) -> int:
-    """A key of ``TOP_KEYS``, already checked by ``check_all`` (``where`` and ``name`` say
-    which, for the reader)."""
-    return int(value)
-
-
 def _head_dim(d: dict[str, Any], where: str) -> int:
     if d.get("head_dim") is not None:
-        return _int(where, "head_dim", d["head_dim"])
+        return int(d["head_dim"])
     memory = d.get("memory_attention_hidden_size")
     if memory is not None:  # SAM 2 video: the memory attention's RoPE (axial)
         rate = d.get("memory_attention_downsample_rate", 1)
         heads = d.get("memory_attention_num_attention_heads")
-        return _int(where, "memory_attention_hidden_size", memory) // (
-            _int(where, "memory_attention_downsample_rate", rate)
-            * _int(where, "memory_attention_num_attention_heads", heads)
+        return int(memory) // (  # the three keys may be absent: checked here, by name
+            values.integer(where, "memory_attention_downsample_rate", rate)
+            * values.integer(where, "memory_attention_num_attention_heads", heads)
         )
     # vision towers: embed_dim first (Qwen2-VL's tower, whose hidden_size is the merger's)
     name = "embed_dim" if d.get("embed_dim") is not None else "hidden_size"
@@ -255,7 +249,7 @@ def _head_dim(d: dict[str, Any], where: str) -> int:
             f"head_dim={d.get('head_dim')!r}, hidden_size={hidden!r}, "
             f"num_attention_heads={heads!r}"
         )
-    return _int(where, name, hidden) // _int(where, heads_name, heads)
+    return int(hidden) // int(heads)
 
 
 def _layer_count(d: dict[str, Any], where: str) -> int | None:
@@ -342,9 +336,9 @@ def _head_dims(
     for i in range(count):
         dim = head_dim
         if global_head_dim is not None and layer_types is not None and layer_types[i] == FLAT:
-            dim = _int(where, "global_head_dim", global_head_dim)
+            dim = int(global_head_dim)
         if overrides.get(i, {}).get("head_dim") is not None:
-            dim = _int(where, f"per_layer_config[{i}].head_dim", overrides[i]["head_dim"])
+            dim = values.integer(where, f"per_layer_config[{i}].head_dim", overrides[i]["head_dim"])
         dims.append(dim)
     return tuple(dims)
 
