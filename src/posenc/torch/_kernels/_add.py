@@ -25,24 +25,22 @@ its mask as one byte per element for the backward pass.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from ..._switches import fast_paths_enabled
+from . import _workers
+from ._dropout import keep_mask
 
 __all__ = ["Rows", "add_dropout", "add_encoding", "embed", "fused_sum", "keep_mask"]
 
-#: Bytes of output per block: small enough that a block and its operands stay in the (shared)
-#: last-level cache between the operations applied to it, large enough that the per-call
-#: overhead of those operations (and, on a busy machine, of their thread synchronisation) is a
-#: few percent.
+#: At most this many bytes of output per block. Blocks also hold fewer than ``GRAIN`` elements
+#: (:mod:`._workers`): a block and its operands stay in a core's cache between the operations
+#: applied to it, and those operations run on one thread without a barrier.
 BLOCK_BYTES = 1 << 23
-
-#: Below this many bytes the direct ``nonzero`` is cheaper than the word-by-word scan.
-_SMALL = 1 << 16
 
 #: Outputs smaller than this many bytes are computed by the plain expression: they fit in
 #: cache anyway, and fusing only adds per-call overhead.
@@ -79,20 +77,17 @@ def _index2(index: torch.Tensor) -> torch.Tensor:
 
 
 def _block_rows(d: int, itemsize: int) -> int:
-    """Rows of ``d`` elements per block."""
-    return max(1, BLOCK_BYTES // (itemsize * d))
+    """Rows of ``d`` elements per block: at most ``BLOCK_BYTES``, and fewer than ``GRAIN``
+    elements, so that PyTorch runs a block's operations on the thread that calls them."""
+    return max(1, min(BLOCK_BYTES // (itemsize * d), (_workers.GRAIN - 1) // d))
 
 
-def _blocks(a: int, b: int, rows: int) -> Iterator[tuple[int, int, int, int]]:
+def _blocks(a: int, b: int, rows: int) -> list[tuple[int, int, int, int]]:
     """Blocks ``[i0:i1, j0:j1]`` of an ``(a, b, d)`` tensor with at most ``rows * d`` elements."""
     if b >= rows:
-        for i in range(a):
-            for j in range(0, b, rows):
-                yield i, i + 1, j, min(j + rows, b)
-    else:
-        step = max(1, rows // max(b, 1))
-        for i in range(0, a, step):
-            yield i, min(i + step, a), 0, b
+        return [(i, i + 1, j, min(j + rows, b)) for i in range(a) for j in range(0, b, rows)]
+    step = max(1, rows // max(b, 1))
+    return [(i, min(i + step, a), 0, b) for i in range(0, a, step)]
 
 
 class _Operand:
@@ -100,24 +95,29 @@ class _Operand:
 
     def __init__(self, term: Term, shape: tuple[int, int, int], rows: int) -> None:
         a, b, d = shape
+        self.scratch: dict[int, torch.Tensor] = {}  # per thread (``slot``)
         if isinstance(term, Rows):
             self.source: torch.Tensor | None = term.source
             self.ids = _index2(term.ids).expand(a, b)
-            self.scratch = torch.empty(
-                min(a * b, rows) * d, dtype=term.source.dtype, device=term.source.device
-            )
+            self.size = min(a * b, rows) * d
         else:
             self.source = None
             self.view = _as3(term).expand(a, b, d)
 
-    def block(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+    def block(self, i0: int, i1: int, j0: int, j1: int, slot: int) -> torch.Tensor:
         if self.source is None:
             return self.view[i0:i1, j0:j1]
         index = self.ids[i0:i1, j0:j1].reshape(-1)
         n = index.numel()
-        rows = self.scratch[: n * self.source.shape[1]].view(n, self.source.shape[1])
+        if slot not in self.scratch:
+            self.scratch[slot] = self.source.new_empty(self.size)
+        rows = self.scratch[slot][: n * self.source.shape[1]].view(n, self.source.shape[1])
         torch.index_select(self.source, 0, index, out=rows)
         return rows.view(i1 - i0, j1 - j0, self.source.shape[1])
+
+
+#: Blocks per task handed to a thread (see :mod:`._workers`).
+_TASK_BLOCKS = 8
 
 
 def fused_sum(
@@ -131,7 +131,8 @@ def fused_sum(
     """``out = ((t0 * first_scale) + t1 + t2 + ...) * mask * scale``, block by block.
 
     The arithmetic is that of the unfused expression evaluated left to right (each operation
-    rounds once, as it does in PyTorch), so results are bit-identical to it.
+    rounds once, as it does in PyTorch), so results are bit-identical to it. The blocks are
+    shared by the threads as :mod:`._workers` describes: one synchronisation per call.
 
     Args:
         out: the ``(A, B, d)`` or ``(s, d)`` result, written in place (it may be the tensor
@@ -158,143 +159,43 @@ def fused_sum(
     rows = _block_rows(shape[2], out.element_size())
     operands = [_Operand(t, shape, rows) for t in terms]
     mask3 = None if mask is None else mask.view(shape)
-    # Each block of the 0/1 mask is converted to out's dtype in one reused buffer (PyTorch
-    # would allocate a converted copy per block if the uint8 mask were multiplied directly).
-    size = min(out3.numel(), rows * shape[2]) if mask is not None else 0
-    converted = torch.empty(size, dtype=out.dtype, device=out.device)
+    # Each block of the 0/1 mask is converted to out's dtype in a reused buffer per thread
+    # (PyTorch would allocate a converted copy per block if the uint8 mask were multiplied).
+    size = min(out3.numel(), rows * shape[2])
+    converted: dict[int, torch.Tensor] = {}
     first, rest = operands[0], operands[1:]
-    for i0, i1, j0, j1 in _blocks(shape[0], shape[1], rows):
-        o = out3[i0:i1, j0:j1]
-        v = first.block(i0, i1, j0, j1)
-        if first_scale is not None:
-            if first.source is not None:
-                v.mul_(first_scale)  # gathered into scratch: scale in place
-            else:
-                v = torch.mul(v, first_scale, out=o)
-        keep = None
-        if mask3 is not None:
-            keep = converted[: o.numel()].view(o.shape).copy_(mask3[i0:i1, j0:j1])
-        if rest:
-            torch.add(v, rest[0].block(i0, i1, j0, j1), out=o)
-            for other in rest[1:]:
-                o.add_(other.block(i0, i1, j0, j1))
-            if keep is not None:
-                o.mul_(keep)
-        elif keep is not None:
-            torch.mul(v, keep, out=o)
-        elif v is not o:
-            o.copy_(v)
-        if scale is not None:
-            o.mul_(scale)
+    blocks = _blocks(shape[0], shape[1], rows)
+
+    def task(index: int, slot: int) -> None:
+        for i0, i1, j0, j1 in blocks[index * _TASK_BLOCKS : (index + 1) * _TASK_BLOCKS]:
+            o = out3[i0:i1, j0:j1]
+            v = first.block(i0, i1, j0, j1, slot)
+            if first_scale is not None:
+                if first.source is not None:
+                    v.mul_(first_scale)  # gathered into scratch: scale in place
+                else:
+                    v = torch.mul(v, first_scale, out=o)
+            keep = None
+            if mask3 is not None:
+                if slot not in converted:
+                    converted[slot] = out.new_empty(size)
+                keep = converted[slot][: o.numel()].view(o.shape)
+                keep.copy_(mask3[i0:i1, j0:j1])
+            if rest:
+                torch.add(v, rest[0].block(i0, i1, j0, j1, slot), out=o)
+                for other in rest[1:]:
+                    o.add_(other.block(i0, i1, j0, j1, slot))
+                if keep is not None:
+                    o.mul_(keep)
+            elif keep is not None:
+                torch.mul(v, keep, out=o)
+            elif v is not o:
+                o.copy_(v)
+            if scale is not None:
+                o.mul_(scale)
+
+    _workers.run(-(-len(blocks) // _TASK_BLOCKS), task, tensor=out)
     return out
-
-
-# -- dropout mask ------------------------------------------------------------------------------
-
-
-def _ties(values: torch.Tensor, lead: int) -> torch.Tensor:
-    """Indices (int64, ascending) where the uint8 tensor ``values`` equals ``lead``.
-
-    Matches are rare (about one byte in 256) and, on the CPU, ``nonzero`` over bytes (or
-    over a bool tensor) is slow. So matches are flagged as 0/1 bytes, the 8-byte words
-    holding one are found with ``nonzero`` over words (8 times fewer elements), and only
-    those words are searched byte by byte.
-    """
-    if values.device.type != "cpu" or values.numel() % 8 or values.numel() <= _SMALL:
-        return torch.nonzero(values == lead).squeeze(1)
-    flags = torch.eq(values, lead, out=torch.empty_like(values)).view(torch.int64)
-    at = flags.nonzero().squeeze(1)
-    words = flags.index_select(0, at).view(torch.uint8).view(-1, 8)
-    hits = words.nonzero()  # (word, byte) pairs, in order
-    return at.index_select(0, hits[:, 0]).mul_(8).add_(hits[:, 1])
-
-
-def _refine(count: int, rest: float, draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
-    """Keep decisions (uint8 0/1) for ``count`` draws whose leading byte tied with ``p``'s.
-
-    ``rest`` in (0, 1) holds the remaining binary digits of ``p``; each round compares 32 more
-    random bits (``draw(n)``: n int64 values uniform in [0, 2**32)) with the next 32 digits of
-    ``p`` and leaves the ties (probability 2**-32) for the next round. A draw equal to every
-    digit of ``p`` is not below ``p``: it is kept. ``p`` has finitely many binary digits, so
-    this ends.
-    """
-    keep: torch.Tensor | None = None
-    pending: torch.Tensor | None = None  # positions in ``keep`` still tied after a round
-    while True:
-        scaled = rest * 2.0**32  # exact: a power-of-two scaling
-        level = math.floor(scaled)
-        rest = scaled - level  # exact as well
-        draws = draw(count)
-        decided = ((draws >= level) if rest == 0.0 else (draws > level)).to(torch.uint8)
-        if keep is None or pending is None:
-            keep = decided
-        else:
-            keep[pending] = decided
-        if rest == 0.0:
-            return keep
-        tied = (draws == level).nonzero().squeeze(1)
-        if not tied.numel():
-            return keep
-        pending = tied if pending is None else pending[tied]
-        count = tied.numel()
-
-
-def keep_mask(
-    numel: int, p: float, *, device: Any = None, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """A dropout keep-mask: ``numel`` uint8 values, each 1 with probability exactly ``1 - p``.
-
-    Each element compares a uniform random number ``U`` in [0, 1) with ``p`` (the float64
-    value, whose binary expansion is finite) and is dropped when ``U < p``. The digits of ``U``
-    are drawn only as far as the comparison needs: one random byte per element decides it
-    unless the byte equals the leading byte of ``p`` (probability 1/256); those ties draw 32
-    more bits at a time. The probability of dropping is therefore exactly ``p``, not ``p``
-    rounded to a grid of 2**-8 or 2**-32.
-
-    Random bits come from PyTorch's generator for ``device`` (``torch.manual_seed`` makes the
-    mask reproducible) via ``Tensor.random_``: 8 elements per 64-bit draw.
-
-    Args:
-        numel: number of elements, an int >= 0.
-        p: drop probability in [0, 1).
-        device: where the mask lives (default: the current default device).
-        generator: optional ``torch.Generator`` (default: the global one of ``device``).
-
-    Returns:
-        uint8 tensor ``(numel,)`` of 0 (dropped) and 1 (kept).
-
-    >>> _ = torch.manual_seed(0)
-    >>> mask = keep_mask(1_000_000, 0.25)
-    >>> mask.dtype, round(mask.double().mean().item(), 2)
-    (torch.uint8, 0.75)
-    """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"p must be a number in [0, 1), got {p!r}")
-    device = torch.get_default_device() if device is None else torch.device(device)
-    raw = torch.empty(-(-numel // 8) * 8, dtype=torch.uint8, device=device)
-    if numel == 0:
-        return raw
-    if numel > _SMALL:
-        raw.zero_()  # fault fresh pages in on all threads: random_ runs on one
-    raw.view(torch.int64).random_(-(2**63), None, generator=generator)
-    scaled = p * 256.0
-    lead = math.floor(scaled)  # U < lead/256: dropped; U >= (lead+1)/256: kept
-    rest = scaled - lead
-    if rest == 0.0:  # p is a multiple of 1/256: the byte decides alone
-        torch.ge(raw, lead, out=raw)
-        return raw[:numel]
-    ties = _ties(raw, lead)
-    if raw.numel() > numel:  # padding bytes are not part of the mask
-        ties = ties[ties < numel]
-    torch.gt(raw, lead, out=raw)
-    if ties.numel():
-
-        def draw(n: int) -> torch.Tensor:
-            words = torch.empty(n, dtype=torch.int64, device=device)
-            return words.random_(0, 2**32, generator=generator)
-
-        raw[ties] = _refine(ties.numel(), rest, draw)
-    return raw[:numel]
 
 
 # -- add + dropout with autograd ------------------------------------------------------------------

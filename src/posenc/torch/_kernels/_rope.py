@@ -24,13 +24,14 @@ the same float32 (float64) arithmetic:
 
 from __future__ import annotations
 
-import itertools
+import math
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
 
 from ..._switches import fast_paths_enabled
+from . import _workers
 
 __all__ = ["RopeTables", "phasors", "rotate", "rotate_formula"]
 
@@ -58,9 +59,13 @@ def _rotate(x: torch.Tensor, pairs: str) -> torch.Tensor:
     return torch.stack((-pair[..., 1], pair[..., 0]), dim=-1).flatten(-2)
 
 
-# Bytes of the activation per chunk (in the compute dtype): 2 MiB measured best on a 2-core
-# machine with 1 MiB of L2 per core (1 and 4 MiB were 5-15% slower).
+# At most this many bytes of the activation (in the compute dtype) per piece; pieces are also
+# held below ``GRAIN`` elements (128 KiB of float32), which stay in a core's L2 cache.
 _CHUNK_BYTES = 1 << 21
+
+# Pieces per task handed to a thread: enough work to make the hand-over cheap, few enough
+# tasks per call that a thread which lost its core holds back little.
+_TASK_PIECES = 8
 
 # Half pairs with at most this many elements take the formula: the same bits, and fewer
 # operations to dispatch when the data is in cache anyway (decoding one token).
@@ -113,35 +118,53 @@ def _use_fast_path(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs:
     )
 
 
-def _chunks(
-    views: list[torch.Tensor], lead: tuple[int, ...], row_bytes: int, device: torch.device
-) -> Iterator[tuple[torch.Tensor, ...]]:
-    """Split views that share the leading shape ``lead`` into matching chunks.
+class _Pieces:
+    """Views sharing the leading shape ``lead`` cut into pieces of whole rows, grouped into
+    tasks for :func:`~._workers.run`.
 
-    A chunk holds about ``_CHUNK_BYTES`` of rows of ``row_bytes`` each (CPU; elsewhere one
-    chunk), as one piece per intra-op thread where the split dimension divides evenly.
+    A piece holds fewer than ``GRAIN`` elements (so PyTorch runs its operations on the thread
+    that calls them) and at most ``_CHUNK_BYTES`` bytes of rows of ``row_bytes`` each; a task
+    is about ``_TASK_PIECES`` consecutive pieces. Off the CPU the whole views are one piece.
     """
-    if device.type != "cpu":
-        yield tuple(views)
-        return
-    inner, axis = row_bytes, -1
-    for i in range(len(lead) - 1, -1, -1):
-        if inner * lead[i] > _CHUNK_BYTES:
-            axis = i
-            break
-        inner *= lead[i]
-    if axis < 0:
-        yield tuple(views)
-        return
-    step = max(1, _CHUNK_BYTES // inner)
-    threads = torch.get_num_threads()
-    split = 0
-    if threads > 1 and lead[axis] % threads == 0 and step >= threads:
-        pieces = (threads, lead[axis] // threads)
-        views = [v.view(*v.shape[:axis], *pieces, *v.shape[axis + 1 :]) for v in views]
-        step, split = max(1, step // threads), 1
-    for index in itertools.product(*(range(n) for n in lead[:axis])):
-        yield from zip(*(torch.split(v[index], step, dim=split) for v in views), strict=True)
+
+    def __init__(
+        self, views: list[torch.Tensor], lead: tuple[int, ...], row_bytes: int, row: int
+    ) -> None:
+        self.views = views
+        budget = max(1, min(_workers.GRAIN - 1, _CHUNK_BYTES * row // max(row_bytes, 1)))
+        self.axis, inner = -1, row
+        if views[0].device.type == "cpu":
+            for i in range(len(lead) - 1, -1, -1):
+                if inner * lead[i] > budget:
+                    self.axis = i
+                    break
+                inner *= lead[i]
+        if self.axis < 0:
+            self.outer: tuple[int, ...] = ()
+            self.step = self.per_task = self.tasks_per_outer = self.count = 1
+            return
+        self.outer = lead[: self.axis]
+        self.length = lead[self.axis]
+        self.step = max(1, budget // inner)
+        self.per_task = self.step * _TASK_PIECES
+        self.tasks_per_outer = -(-self.length // self.per_task)
+        self.count = math.prod(self.outer) * self.tasks_per_outer
+
+    def task(self, index: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        """The pieces of task ``index`` (``0 <= index < count``), as tuples of views."""
+        if self.axis < 0:
+            yield tuple(self.views)
+            return
+        outer, part = divmod(index, self.tasks_per_outer)
+        position = []
+        for size in reversed(self.outer):
+            outer, i = divmod(outer, size)
+            position.append(i)
+        at = tuple(reversed(position))
+        start = part * self.per_task
+        size = min(self.per_task, self.length - start)
+        parts = [v[at].narrow(0, start, size) for v in self.views]
+        yield from zip(*(torch.split(p, self.step) for p in parts), strict=True)
 
 
 def _rotate_half_into(
@@ -151,7 +174,7 @@ def _rotate_half_into(
     sin: torch.Tensor,
     inverse: bool,
 ) -> None:
-    """Half pairs: ``out = x·cos + (−x2, x1)·sin`` (``inverse``: ``(x2, −x1)``), chunked.
+    """Half pairs: ``out = x·cos + (−x2, x1)·sin`` (``inverse``: ``(x2, −x1)``), in pieces.
 
     The same roundings as the formula (products, then one sum), so the same bits.
     """
@@ -169,38 +192,43 @@ def _rotate_half_into(
     if tail:
         views += [x[..., dim:], out[..., dim:]]
     row_bytes = dim * (x.element_size() if direct else compute.itemsize)
+    pieces = _Pieces(views, lead, row_bytes, dim)
     # forward: first half − x2·sin, second half + x1·sin; inverse: the signs swapped
     combine_1, combine_2 = (
         (torch.Tensor.add_, torch.Tensor.sub_)
         if inverse
         else (torch.Tensor.sub_, torch.Tensor.add_)
     )
-    buffers: list[torch.Tensor] = []
-    shaped: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
-    for x_r, c, s, *rest in _chunks(views, lead, row_bytes, x.device):
-        size, shape = x_r.numel(), tuple(x_r.shape)
-        if not buffers:  # the first chunk is the largest
-            buffers = [x_r.new_empty(size, dtype=compute) for _ in range(1 if direct else 2)]
-        if shape not in shaped:  # scratch views per chunk shape (all chunks but the last)
-            parts = [b[:size].view(shape) for b in buffers]
-            shaped[shape] = tuple(v for p in parts for v in (p, p[..., :half], p[..., half:]))
-        products, products_1, products_2 = shaped[shape][:3]
-        if direct:
-            out_r, work_1, work_2 = rest[:3]
-            torch.mul(x_r, c, out=out_r)
-            torch.mul(x_r, s, out=products)
-        else:
-            out_r = rest[0]
-            work, work_1, work_2 = shaped[shape][3:]
-            products.copy_(x_r)
-            torch.mul(products, c, out=work)
-            products.mul_(s)
-        combine_1(work_1, products_2)
-        combine_2(work_2, products_1)
-        if not direct:
-            out_r.copy_(work)
-        if tail:
-            rest[-1].copy_(rest[-2])
+    buffers: dict[int, list[torch.Tensor]] = {}  # scratch per thread
+
+    def task(index: int, slot: int) -> None:
+        for x_r, c, s, *rest in pieces.task(index):
+            size, shape = x_r.numel(), tuple(x_r.shape)
+            if slot not in buffers:  # the first piece is the largest
+                buffers[slot] = [
+                    x_r.new_empty(size, dtype=compute) for _ in range(1 if direct else 2)
+                ]
+            parts = [b[:size].view(shape) for b in buffers[slot]]
+            products = parts[0]
+            products_1, products_2 = products[..., :half], products[..., half:]
+            if direct:
+                out_r, work_1, work_2 = rest[:3]
+                torch.mul(x_r, c, out=out_r)
+                torch.mul(x_r, s, out=products)
+            else:
+                out_r, work = rest[0], parts[1]
+                work_1, work_2 = work[..., :half], work[..., half:]
+                products.copy_(x_r)
+                torch.mul(products, c, out=work)
+                products.mul_(s)
+            combine_1(work_1, products_2)
+            combine_2(work_2, products_1)
+            if not direct:
+                out_r.copy_(work)
+            if tail:
+                rest[-1].copy_(rest[-2])
+
+    _workers.run(pieces.count, task, tensor=x)
 
 
 def _complex_view(x: torch.Tensor) -> torch.Tensor | None:
@@ -230,20 +258,26 @@ def _rotate_interleaved_into(
     views = [x[..., :dim], out[..., :dim], table]
     if tail:
         views += [x[..., dim:], out[..., dim:]]
-    scratch = None
-    for x_r, out_r, z, *rest in _chunks(views, lead, dim * compute.itemsize, x.device):
-        if x_c is not None and out_c is not None:
-            # chunk views of complex-viewable tensors stay complex-viewable
-            torch.mul(_complex_view(x_r), z, out=_complex_view(out_r))  # type: ignore[arg-type]
-        else:
-            if scratch is None:  # the first chunk is the largest
-                scratch = x_r.new_empty(x_r.numel(), dtype=compute)
-            work = scratch[: x_r.numel()].view(x_r.shape)
-            work.copy_(x_r)
-            torch.view_as_complex(work.view(*work.shape[:-1], -1, 2)).mul_(z)
-            out_r.copy_(work)
-        if tail:
-            rest[1].copy_(rest[0])
+    pieces = _Pieces(views, lead, dim * compute.itemsize, dim)
+    scratch: dict[int, torch.Tensor] = {}  # per thread
+
+    def task(index: int, slot: int) -> None:
+        for x_r, out_r, z, *rest in pieces.task(index):
+            if x_c is not None and out_c is not None:
+                # piece views of complex-viewable tensors stay complex-viewable
+                x_z, out_z = _complex_view(x_r), _complex_view(out_r)
+                torch.mul(x_z, z, out=out_z)  # type: ignore[arg-type]
+            else:
+                if slot not in scratch:  # the first piece is the largest
+                    scratch[slot] = x_r.new_empty(x_r.numel(), dtype=compute)
+                work = scratch[slot][: x_r.numel()].view(x_r.shape)
+                work.copy_(x_r)
+                torch.view_as_complex(work.view(*work.shape[:-1], -1, 2)).mul_(z)
+                out_r.copy_(work)
+            if tail:
+                rest[1].copy_(rest[0])
+
+    _workers.run(pieces.count, task, tensor=x)
 
 
 def _rotate_fast(
