@@ -6,6 +6,7 @@ Run from the repository root with the package importable (``PYTHONPATH=src:.`` o
     python -m benchmarks --quick         # small shapes, 3 repeats (< 1 minute)
     python -m benchmarks --smoke         # --quick, printing one line per section: does it run?
     python -m benchmarks --only tables memory
+    python -m benchmarks --busy          # the fast paths quiet and beside one busy core
 
 Prints the machine (CPU, cores, versions, threads), runs each section, then prints one combined
 table of timings with their ratios to the references measured in the same run, followed by the
@@ -16,6 +17,8 @@ the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary a
 with a materialised bias and transformers' BLOOM path, time and peak memory). A section
 whose module is missing or whose dependencies are not installed is skipped with the reason; a
 section that fails is reported and makes the exit status 1 once the others have run.
+``--busy`` runs ``benchmarks/busy.py`` instead: the fast paths' ratios to clone on a quiet
+machine and beside one busy core, with default threads and with one (not run by ``--smoke``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         help="--quick, but print only whether each section ran (what make test runs)",
     )
     parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="the fast paths quiet and beside a process keeping one core busy (not in --smoke)",
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         choices=SECTIONS,
@@ -69,6 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     quick = args.quick or args.smoke
+    if args.busy:
+        if args.smoke or args.only:
+            parser.error("--busy runs alone: without --smoke or --only")
+        from benchmarks import busy
+
+        print(environment({"mode": ("quick" if quick else "full") + ", busy"}))
+        print()
+        print(busy.run(quick=quick))
+        return 0
     if not args.smoke:
         print(environment({"mode": "quick" if quick else "full"}))
         print()

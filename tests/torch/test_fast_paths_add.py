@@ -21,7 +21,6 @@ torch = pytest.importorskip("torch")
 import posenc  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, TransformerEmbedding  # noqa: E402
 from posenc.torch._kernels import _add as _fused  # noqa: E402
-from posenc.torch._kernels import _dropout, _workers  # noqa: E402
 from posenc.torch._kernels._add import Rows, add_dropout, fused_sum, keep_mask  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -107,43 +106,28 @@ def test_keep_mask_is_reproducible_with_manual_seed_and_generators():
     assert torch.equal(keep_mask(999, 0.3, generator=g1), keep_mask(999, 0.3, generator=g2))
 
 
-def _segment_bytes(seed, segment, size):
-    """The random bytes of one segment of a mask drawn with ``seed`` (its first draw)."""
-    generator = torch.Generator().manual_seed(_dropout._segment_seed(seed, segment))
-    words = torch.empty(_dropout.SEGMENT // 8, dtype=torch.int64)
-    return words.random_(-(2**63), None, generator=generator).view(torch.uint8)[:size]
-
-
 def test_keep_mask_decisions_follow_the_random_bytes():
-    """Away from ties, an element is dropped exactly when its segment's random byte is below
-    256 p; the segments' bytes come from generators seeded by one draw of the caller's."""
+    """Away from ties, an element is dropped exactly when its random byte is below 256 p."""
     p = 0.1  # 256 p = 25.6
-    n = 2 * _dropout.SEGMENT + 100  # two whole segments and a partial one
     torch.manual_seed(8)
-    seed = int(torch.empty((), dtype=torch.int64).random_()) & ((1 << 64) - 1)
-    raw = torch.cat(
-        [_segment_bytes(seed, i, min(_dropout.SEGMENT, n - i * _dropout.SEGMENT)) for i in range(3)]
-    )
+    raw = torch.empty(4096, dtype=torch.uint8)
+    raw.view(torch.int64).random_(-(2**63), None)
     torch.manual_seed(8)
-    mask = keep_mask(n, p)
+    mask = keep_mask(4096, p)
     decided = raw != 25
     assert torch.equal(mask[decided], (raw[decided] > 25).to(torch.uint8))
     assert int((~decided).sum()) > 0  # some ties were refined
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_keep_mask_does_not_depend_on_threads(threads, monkeypatch):
-    torch.manual_seed(12)
-    expected = keep_mask(5 * _dropout.SEGMENT + 7, 1 / 3)
-    monkeypatch.setattr(_workers, "threads", lambda: threads)
-    torch.manual_seed(12)
-    assert torch.equal(keep_mask(5 * _dropout.SEGMENT + 7, 1 / 3), expected)
-
-
-def test_segment_seeds_differ():
-    seeds = {_dropout._segment_seed(s, i) for s in (0, 1, 2**63) for i in range(1000)}
-    assert len(seeds) == 3000
-    assert all(0 <= v < 2**64 for v in seeds)
+@pytest.mark.parametrize("lead", [0, 25, 128, 255])
+def test_ties_are_found_exactly(lead):
+    torch.manual_seed(lead)
+    values = torch.empty(1 << 16, dtype=torch.uint8)
+    values.view(torch.int64).random_(-(2**63), None)
+    values[:8] = lead  # a word full of ties
+    values[-1] = lead  # the last byte
+    found = _fused._ties(values, lead)
+    assert torch.equal(found.sort().values, torch.nonzero(values == lead).squeeze(1))
 
 
 def test_refine_keep_rate_and_deeper_rounds():
@@ -154,7 +138,7 @@ def test_refine_keep_rate_and_deeper_rounds():
         return torch.empty(k, dtype=torch.int64).random_(0, 2**32)
 
     # After a tie on the leading byte of p = 0.1 the rest of p is 0.6: kept with prob. 0.4.
-    keep = _dropout._refine(n, 0.6, draw)
+    keep = _fused._refine(n, 0.6, draw)
     assert binomial_ok(int(keep.sum()), n, 0.4)
 
     # Scripted draws reach the second and third rounds: rest = (5 + (7 + 1/2) / 2**32) / 2**32.
@@ -166,10 +150,10 @@ def test_refine_keep_rate_and_deeper_rounds():
             torch.tensor([2**31]),  # equal to the last digits: not below p, kept
         ]
     )
-    keep = _dropout._refine(5, rest, lambda k: next(rounds))
+    keep = _fused._refine(5, rest, lambda k: next(rounds))
     assert keep.tolist() == [0, 1, 0, 1, 1]
     rounds = iter([torch.tensor([5]), torch.tensor([7]), torch.tensor([2**31 - 1])])
-    assert _dropout._refine(1, rest, lambda k: next(rounds)).tolist() == [0]
+    assert _fused._refine(1, rest, lambda k: next(rounds)).tolist() == [0]
 
 
 # -- fused_sum --------------------------------------------------------------------------------

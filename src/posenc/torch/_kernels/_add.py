@@ -33,7 +33,6 @@ from torch import nn
 
 from ..._switches import fast_paths_enabled
 from . import _workers
-from ._dropout import keep_mask
 
 __all__ = ["Rows", "add_dropout", "add_encoding", "embed", "fused_sum", "keep_mask"]
 
@@ -41,6 +40,9 @@ __all__ = ["Rows", "add_dropout", "add_encoding", "embed", "fused_sum", "keep_ma
 #: (:mod:`._workers`): a block and its operands stay in a core's cache between the operations
 #: applied to it, and those operations run on one thread without a barrier.
 BLOCK_BYTES = 1 << 23
+
+#: Below this many bytes the direct ``nonzero`` is cheaper than the word-by-word scan.
+_SMALL = 1 << 16
 
 #: Outputs smaller than this many bytes are computed by the plain expression: they fit in
 #: cache anyway, and fusing only adds per-call overhead.
@@ -196,6 +198,114 @@ def fused_sum(
 
     _workers.run(-(-len(blocks) // _TASK_BLOCKS), task, tensor=out)
     return out
+
+
+# -- dropout mask ------------------------------------------------------------------------------
+
+
+def _ties(values: torch.Tensor, lead: int) -> torch.Tensor:
+    """Indices (int64, ascending) where the uint8 tensor ``values`` equals ``lead``.
+
+    Matches are rare (about one byte in 256) and, on the CPU, ``nonzero`` over bytes (or
+    over a bool tensor) is slow. So matches are flagged as 0/1 bytes, the 8-byte words
+    holding one are found with ``nonzero`` over words (8 times fewer elements), and only
+    those words are searched byte by byte.
+    """
+    if values.device.type != "cpu" or values.numel() % 8 or values.numel() <= _SMALL:
+        return torch.nonzero(values == lead).squeeze(1)
+    flags = torch.eq(values, lead, out=torch.empty_like(values)).view(torch.int64)
+    at = flags.nonzero().squeeze(1)
+    words = flags.index_select(0, at).view(torch.uint8).view(-1, 8)
+    hits = words.nonzero()  # (word, byte) pairs, in order
+    return at.index_select(0, hits[:, 0]).mul_(8).add_(hits[:, 1])
+
+
+def _refine(count: int, rest: float, draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """Keep decisions (uint8 0/1) for ``count`` draws whose leading byte tied with ``p``'s.
+
+    ``rest`` in (0, 1) holds the remaining binary digits of ``p``; each round compares 32 more
+    random bits (``draw(n)``: n int64 values uniform in [0, 2**32)) with the next 32 digits of
+    ``p`` and leaves the ties (probability 2**-32) for the next round. A draw equal to every
+    digit of ``p`` is not below ``p``: it is kept. ``p`` has finitely many binary digits, so
+    this ends.
+    """
+    keep: torch.Tensor | None = None
+    pending: torch.Tensor | None = None  # positions in ``keep`` still tied after a round
+    while True:
+        scaled = rest * 2.0**32  # exact: a power-of-two scaling
+        level = math.floor(scaled)
+        rest = scaled - level  # exact as well
+        draws = draw(count)
+        decided = ((draws >= level) if rest == 0.0 else (draws > level)).to(torch.uint8)
+        if keep is None or pending is None:
+            keep = decided
+        else:
+            keep[pending] = decided
+        if rest == 0.0:
+            return keep
+        tied = (draws == level).nonzero().squeeze(1)
+        if not tied.numel():
+            return keep
+        pending = tied if pending is None else pending[tied]
+        count = tied.numel()
+
+
+def keep_mask(
+    numel: int, p: float, *, device: Any = None, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """A dropout keep-mask: ``numel`` uint8 values, each 1 with probability exactly ``1 - p``.
+
+    Each element compares a uniform random number ``U`` in [0, 1) with ``p`` (the float64
+    value, whose binary expansion is finite) and is dropped when ``U < p``. The digits of ``U``
+    are drawn only as far as the comparison needs: one random byte per element decides it
+    unless the byte equals the leading byte of ``p`` (probability 1/256); those ties draw 32
+    more bits at a time. The probability of dropping is therefore exactly ``p``, not ``p``
+    rounded to a grid of 2**-8 or 2**-32.
+
+    Random bits come from PyTorch's generator for ``device`` (``torch.manual_seed`` makes the
+    mask reproducible) via ``Tensor.random_``: 8 elements per 64-bit draw.
+
+    Args:
+        numel: number of elements, an int >= 0.
+        p: drop probability in [0, 1).
+        device: where the mask lives (default: the current default device).
+        generator: optional ``torch.Generator`` (default: the global one of ``device``).
+
+    Returns:
+        uint8 tensor ``(numel,)`` of 0 (dropped) and 1 (kept).
+
+    >>> _ = torch.manual_seed(0)
+    >>> mask = keep_mask(1_000_000, 0.25)
+    >>> mask.dtype, round(mask.double().mean().item(), 2)
+    (torch.uint8, 0.75)
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"p must be a number in [0, 1), got {p!r}")
+    device = torch.get_default_device() if device is None else torch.device(device)
+    raw = torch.empty(-(-numel // 8) * 8, dtype=torch.uint8, device=device)
+    if numel == 0:
+        return raw
+    if numel > _SMALL:
+        raw.zero_()  # fault fresh pages in on all threads: random_ runs on one
+    raw.view(torch.int64).random_(-(2**63), None, generator=generator)
+    scaled = p * 256.0
+    lead = math.floor(scaled)  # U < lead/256: dropped; U >= (lead+1)/256: kept
+    rest = scaled - lead
+    if rest == 0.0:  # p is a multiple of 1/256: the byte decides alone
+        torch.ge(raw, lead, out=raw)
+        return raw[:numel]
+    ties = _ties(raw, lead)
+    if raw.numel() > numel:  # padding bytes are not part of the mask
+        ties = ties[ties < numel]
+    torch.gt(raw, lead, out=raw)
+    if ties.numel():
+
+        def draw(n: int) -> torch.Tensor:
+            words = torch.empty(n, dtype=torch.int64, device=device)
+            return words.random_(0, 2**32, generator=generator)
+
+        raw[ties] = _refine(ties.numel(), rest, draw)
+    return raw[:numel]
 
 
 # -- add + dropout with autograd ------------------------------------------------------------------

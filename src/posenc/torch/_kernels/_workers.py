@@ -77,7 +77,7 @@ class _Tasks:
                 self.running += 1
             try:
                 self.task(index, slot)
-            except BaseException as error:  # noqa: BLE001 - re-raised by the calling thread
+            except BaseException as error:  # re-raised by the calling thread
                 with self.done:
                     self.error = self.error or error
             finally:
