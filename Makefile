@@ -1,5 +1,5 @@
 # Entry points (see README, Quickstart):
-#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
+#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib, Flask) and run `posenc demo`
 #   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
 #                checks, the whole test suite, the strict docs build, a quick benchmark run and
 #                the NumPy-only tests under Python 3.10 (what CI runs); the sweep included
@@ -52,11 +52,11 @@ endif
 help:
 	@sed -n '2,9s/^#   //p' Makefile
 
-# posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
+# posenc, torch, NumPy, matplotlib and Flask in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
 	&& echo 'make: creating $(VENV) with $(PYTHON)' \
 	&& $(PYTHON) -m venv $(VENV) \
-	&& echo 'make: pip install PyTorch (CPU), NumPy and matplotlib (requirements-demo.txt; pip stays quiet until it is done)' \
+	&& echo 'make: pip install PyTorch (CPU), NumPy, matplotlib and Flask (requirements-demo.txt; pip stays quiet until it is done)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt \
 	&& echo 'make: pip install posenc from this clone (editable, no dependencies)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e . \

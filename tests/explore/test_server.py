@@ -22,7 +22,12 @@ from posenc.explore import PANELS, ExplorerServer
 
 from .conftest import request
 
+flask = pytest.importorskip("flask")  # the explorer's web framework (the extra "explore")
+
 STATIC = Path(posenc.__file__).parent / "explore" / "static"
+#: The charting library, vendored with its licence: the one script the page runs that is not
+#: posenc's own.
+VENDORED = Path("vendor") / "echarts-6.1.0" / "echarts.min.js"
 
 
 def test_fourteen_panels_each_with_a_sentence_and_labelled_controls() -> None:
@@ -202,6 +207,8 @@ def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
 
 
 def test_the_page_script_computes_nothing() -> None:
+    scripts = sorted(p.relative_to(STATIC) for p in STATIC.rglob("*.js"))
+    assert scripts == sorted([Path("explore.js"), VENDORED])  # the vendored one is skipped
     script = (STATIC / "explore.js").read_text()
     assert not re.findall(r"Math\.(sin|cos|tan|pow|exp|log\w*|sqrt|atan\w*|hypot)\b", script)
     assert "http://" not in script
@@ -209,6 +216,35 @@ def test_the_page_script_computes_nothing() -> None:
     page = (STATIC / "index.html").read_text()
     assert "http" not in page.replace("http-equiv", "")
     assert "style=" not in page
+
+
+def test_the_charts_come_from_a_vendored_charting_library(server: ExplorerServer) -> None:
+    page = (STATIC / "index.html").read_text()
+    library = page.index(f'<script src="/static/{VENDORED.as_posix()}" defer></script>')
+    assert library < page.index('<script src="/static/explore.js" defer></script>')
+    folder = STATIC / VENDORED.parent
+    assert "Apache License" in (folder / "LICENSE").read_text()
+    assert "Apache ECharts" in (folder / "NOTICE").read_text()
+    readme = (folder / "README.md").read_text()
+    assert "6.1.0" in readme
+    assert "npm pack echarts@6.1.0" in readme
+    assert "Apache-2.0" in readme
+    status, body = request(server, f"/static/{VENDORED.as_posix()}")
+    assert status == 200
+    assert body == (STATIC / VENDORED).read_bytes()
+
+
+def test_the_server_is_flask_on_werkzeugs_threaded_server(server: ExplorerServer) -> None:
+    from werkzeug.serving import ThreadedWSGIServer
+
+    assert isinstance(server.app, flask.Flask)
+    assert isinstance(server.wsgi, ThreadedWSGIServer)
+    status, body = request(server, "/api/nothing-here")
+    assert status == 404
+    assert body == {"error": "no such page: /api/nothing-here"}
+    status, body = request(server, "/api/panels", method="PUT")
+    assert status == 405
+    assert body == {"error": "method PUT not allowed"}
 
 
 # -- uploads ----------------------------------------------------------------------------------
