@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -151,6 +152,22 @@ def test_bad_bias_values_get_a_message_naming_the_control(
     status, body = request(server, f"/api/panel/{panel}?{query}")
     assert status == 400, body
     assert message in body["error"]
+
+
+def test_a_wide_heatmap_is_drawn_at_evenly_spaced_channels(server: ExplorerServer) -> None:
+    status, body = request(server, "/api/panel/heatmap?length=512&d_model=4096&base=12345.6")
+    assert status == 200, body
+    chart = body["chart"]
+    assert chart["width"] * chart["height"] <= 2**16
+    assert chart["height"] == 512
+    assert chart["columns"][0] == 0
+    assert chart["columns"][-1] == 4095
+    assert chart["drawn"] == f"{chart['width']} of 4096 columns drawn"
+    assert len(base64.b64decode(chart["cells"])) == chart["width"] * chart["height"]
+    assert [label for _, label in chart["x_cells"]] == [label for _, label in chart["x"]["ticks"]]
+    _, narrow = request(server, "/api/panel/heatmap?length=100&d_model=64")
+    assert narrow["chart"]["columns"] == list(range(64))
+    assert narrow["chart"]["drawn"] == ""
 
 
 def test_the_value_under_the_pointer_is_posencs(server: ExplorerServer) -> None:
