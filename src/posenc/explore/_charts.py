@@ -1,6 +1,7 @@
 """Figure descriptions for the page: axes with their ticks, curves, heatmaps (JSON-ready).
 
-The page draws what these describe and computes nothing: a log axis arrives as ``log10`` of
+The page has the charting library (Apache ECharts) draw what these describe, and computes
+nothing itself: a log axis arrives as ``log10`` of
 the values with its tick labels, a heatmap as one byte per cell (its value quantised between
 ``low`` and ``high``) with the colour map's anchors. Every float is a Python ``float`` (NaN
 and infinities become None, which the page leaves out).
@@ -19,8 +20,9 @@ import numpy.typing as npt
 from .. import _figure_data as fd
 
 #: Colour map of the heatmaps: viridis (perceptually uniform, readable with the common forms
-#: of colour blindness and in grey), 17 anchors from low to high; the page interpolates
-#: linearly between neighbours. Viridis is by Stéfan van der Walt and Nathaniel Smith (CC0).
+#: of colour blindness and in grey), 17 anchors from low to high; the charting library's
+#: colour scale interpolates linearly between neighbours. Viridis is by Stéfan van der Walt
+#: and Nathaniel Smith (CC0).
 COLOURS = (
     "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
     "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
