@@ -121,3 +121,11 @@ def test_relative_shift_index_refuses_bad_input_by_name(
 ) -> None:
     with pytest.raises(error, match=named):
         posenc.relative_shift_index(*args, **kwargs)
+
+
+def test_disentangled_index_of_one_relative_position_is_a_0d_array() -> None:
+    got = posenc.disentangled_index(-1, 2)
+    assert isinstance(got, np.ndarray)
+    assert got.shape == ()
+    assert got.dtype == np.int64
+    assert int(got) == 1

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import _show, check_int
+from .._checks import _show
 from .buckets import BucketConvention, _relative, deberta_buckets
 from .positions import check_count, check_pairs, relative_positions
 
@@ -140,10 +140,8 @@ def disentangled_index(relative_positions: Any, att_span: int) -> npt.NDArray[np
     array([0, 1, 2, 3, 3])
     """
     rel = _relative(relative_positions)
-    span = check_int("att_span", att_span, minimum=1)
-    if span > 2**53:
-        raise ValueError(f"att_span must be at most 2**53, got {span}")
-    rows: npt.NDArray[np.int64] = np.clip(rel + span, 0, 2 * span - 1).astype(np.int64)
+    span = check_count("att_span", att_span)  # the table's 2·att_span rows must fit too
+    rows: npt.NDArray[np.int64] = np.asarray(np.clip(rel + span, 0, 2 * span - 1), np.int64)
     return rows
 
 

@@ -324,6 +324,13 @@ def relative_position_scores(
                 f"{tuple(bias.shape)}"
             )
         q_layer = q_layer + bias[:, None, :]
+    q, rows = q_layer.shape[-2], keys.shape[-2]
+    k = q if key_length is None else check_int("key_length", key_length, minimum=1)
+    if rows < q + k - 1:
+        raise ValueError(
+            f"position_keys must have at least q + key_length - 1 = {q + k - 1} rows (relative "
+            f"positions {q - 1} down to {1 - k}) for key_length={k}, got {rows}"
+        )
     factor = head_dim**-0.5 if scaling is None else check_real("scaling", scaling)
     scores = torch.matmul(q_layer, keys.transpose(-1, -2))
-    return relative_shift(scores, key_length) * factor
+    return relative_shift(scores, k) * factor
