@@ -326,3 +326,48 @@ def test_relative_shift_reads_the_rows_of_relative_shift_index(q: int, k: int) -
 def test_bad_input_is_refused_by_name(call, error: type, named: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(error, match=named):
         call()
+
+
+@pytest.mark.parametrize("family", ["deberta_v2", "sew_d"])
+def test_disentangled_scores_equal_disentangled_attention_bias_in_bfloat16(family: str) -> None:
+    torch.manual_seed(6)
+    attention = _attention(family, ("c2p", "p2c"), 8, 32, False).to(torch.bfloat16)
+    shape = (BATCH * HEADS, 20, HIDDEN // HEADS)
+    query = torch.randn(shape, dtype=torch.bfloat16)
+    key = torch.randn(shape, dtype=torch.bfloat16)
+    rel_embeddings = torch.randn(2 * attention.pos_ebd_size, HIDDEN, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = attention.disentangled_attention_bias(query, key, None, rel_embeddings, 3)
+        pos_key, pos_query = _position_layers(attention, rel_embeddings, ("c2p", "p2c"))
+    rel = pt.deberta_relative_positions(
+        20, 20, bucket_size=8, max_position=32, convention="transformers"
+    )
+    got = pt.disentangled_scores(
+        query, key, pos_key_layer=pos_key, pos_query_layer=pos_query, relative_positions=rel
+    )
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_the_terms_trace_into_one_graph_across_lengths(dynamic: bool) -> None:
+    # fullgraph=True: a graph break (a host read, a Python branch on data) fails here
+    def terms(query, key, pos_key, pos_query, table):  # type: ignore[no-untyped-def]
+        rel = pt.deberta_relative_positions(
+            torch.arange(query.shape[-2]), torch.arange(key.shape[-2]), bucket_size=8,
+            max_position=32, convention="transformers",
+        )  # fmt: skip
+        c2p_p2c = pt.disentangled_scores(
+            query, key, pos_key_layer=pos_key, pos_query_layer=pos_query, relative_positions=rel
+        )
+        bd = pt.relative_position_scores(query[None], table[None])
+        return c2p_p2c, bd
+
+    compiled = torch.compile(terms, fullgraph=True, dynamic=dynamic, backend="eager")
+    for length in (5, 9):
+        args = (
+            torch.randn(2, length, 4), torch.randn(2, length, 4), torch.randn(2, 16, 4),
+            torch.randn(2, 16, 4), torch.randn(2, 2 * length - 1, 4),
+        )  # fmt: skip
+        for got, want in zip(compiled(*args), terms(*args), strict=True):
+            assert torch.equal(got, want)

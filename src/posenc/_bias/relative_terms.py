@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import _show
+from .._checks import _show, check_int
 from .buckets import BucketConvention, _relative, deberta_buckets
 from .positions import check_count, check_pairs, relative_positions
 
@@ -50,9 +50,10 @@ __all__ = [
 
 
 def check_bucketing(bucket_size: Any, max_position: Any) -> bool:
-    """Whether DeBERTa's log buckets apply: both settings given (checked by
-    :func:`posenc.deberta_buckets`), or neither; refuse one without the other, and the
-    ``bucket_size <= 0`` that transformers reads as "no buckets" (say ``None``)."""
+    """Whether DeBERTa's log buckets apply: both settings given (and valid, as
+    :func:`posenc.deberta_buckets` checks them), or neither; refuse one without the other,
+    and the ``bucket_size <= 0`` that transformers reads as "no buckets" (say ``None``).
+    Python only, no NumPy: ``torch.compile`` traces it."""
     if bucket_size is None and max_position is None:
         return False
     if bucket_size is None:
@@ -70,6 +71,12 @@ def check_bucketing(bucket_size: Any, max_position: Any) -> bool:
         raise ValueError(
             f"max_position is required with bucket_size={_show(bucket_size)} "
             "(max_relative_positions of the config)"
+        )
+    mid = check_int("bucket_size", bucket_size, minimum=2) // 2
+    if check_int("max_position", max_position, minimum=1) - 1 <= mid:
+        raise ValueError(
+            f"max_position must be greater than bucket_size // 2 + 1 = {mid + 1}, got "
+            f"{int(max_position)}: the log bins would be empty or negative"
         )
     return True
 

@@ -26,7 +26,7 @@ import torch
 from ..._bias import buckets as core_buckets
 from ..._bias import relative_terms as core
 from ..._checks import check_int, check_real
-from .dense import deberta_buckets, position_tensor
+from .dense import deberta_buckets, position_tensor, transformers_deberta_buckets
 
 __all__ = [
     "deberta_relative_positions",
@@ -48,19 +48,16 @@ def deberta_relative_positions(
     """:func:`posenc.deberta_relative_positions` as an int64 ``(q, k)`` tensor (query − key).
 
     ``convention="transformers"`` runs ``make_log_bucket_position``'s float32 steps with
-    ``torch.log``: equal to ``build_relative_position(...)[0]`` bit for bit. Positions given
-    as 1-D integer tensors stay on their device (unless ``device`` says otherwise).
+    ``torch.log``: equal to ``build_relative_position(...)[0]`` bit for bit, with no host work
+    (it traces with ``torch.compile``); ``"exact"`` reads the positions. Positions given as
+    1-D integer tensors stay on their device (unless ``device`` says otherwise).
 
     >>> deberta_relative_positions(2, 3)
     tensor([[ 0, -1, -2],
             [ 1,  0, -1]])
     """
-    bucketed = core.check_bucketing(bucket_size, max_position)
-    if bucketed:  # every setting checked before any work
-        core.deberta_relative_positions(
-            1, 1, bucket_size=bucket_size, max_position=max_position, convention=convention
-        )
-    elif convention not in ("exact", "transformers"):
+    bucketed = core.check_bucketing(bucket_size, max_position)  # every setting, before work
+    if convention not in ("exact", "transformers"):
         raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
     tensors = [p for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)]
     where = device if device is not None else (tensors[0].device if tensors else None)
@@ -69,6 +66,8 @@ def deberta_relative_positions(
     rel = query[:, None] - key[None, :]
     if not bucketed:
         return rel
+    if convention == "transformers":  # no host work: traces with torch.compile
+        return transformers_deberta_buckets(rel, int(bucket_size), int(max_position))  # type: ignore[arg-type]
     return deberta_buckets(
         rel,
         bucket_size=bucket_size,  # type: ignore[arg-type]
