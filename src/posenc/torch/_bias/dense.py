@@ -26,7 +26,7 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, check_count, check_fits
+from ..._bias.positions import as_positions, check_fits
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "position_tensor",
     "sandwich_bias",
     "t5_buckets",
+    "transformers_deberta_buckets",
     "transformers_t5_buckets",
 ]
 
@@ -308,7 +309,15 @@ def deberta_buckets(
     if convention == "exact":
         exact = core_buckets.deberta_buckets(rel.detach().cpu().numpy(), **settings)  # type: ignore[arg-type]
         return torch.from_numpy(exact).to(rel.device)
-    mid = check_count("bucket_size", bucket_size, minimum=2) // 2
+    return transformers_deberta_buckets(rel, bucket_size, max_position)
+
+
+def transformers_deberta_buckets(
+    rel: torch.Tensor, bucket_size: int, max_position: int
+) -> torch.Tensor:
+    """The steps of ``make_log_bucket_position`` on int64 ``rel``, the settings checked by
+    the caller: no host work, so it compiles into one graph (``torch.compile``)."""
+    mid = int(bucket_size) // 2
     inside = (rel < mid) & (rel > -mid)
     magnitude = torch.where(inside, torch.full_like(rel, mid - 1), rel.abs())
     denominator = torch.log(torch.tensor((max_position - 1) / mid, device=rel.device))
