@@ -44,8 +44,8 @@ class MultiAxisRotary(nn.Module):
         head_dim: channels per head, an integer >= 2.
         sections: rotary pairs per axis (``mrope_section``), positive integers summing to
             ``rotary_dim / 2``.
-        order: ``"sectioned"`` (default) or ``"interleaved"``; see
-            :func:`posenc.multi_axis_frequencies`.
+        order: ``"sectioned"`` (default), ``"interleaved"`` or ``"turns_then_last"`` (ERNIE 4.5
+            VL); see :func:`posenc.multi_axis_frequencies`.
         schedule: ``"shared"`` (default, M-RoPE), ``"dealt"`` or ``"per_axis"``.
         base: ``rope_theta``, a finite number > 0.
         scaling: ``None``, a Hugging Face ``rope_parameters`` dict or a
@@ -142,12 +142,18 @@ class MultiAxisRotary(nn.Module):
             )
         if layer.unsupported:
             raise ValueError(f"layer_type {layer.layer_type!r}: {layer.unsupported}")
+        if layer.pairs_per_axis:
+            raise ValueError(
+                f"layer_type {layer.layer_type!r}: each axis rotates its own block of channels "
+                f"({layer.pairs_source}): MultiAxisRotary builds one table over all rotated "
+                "channels, in one pair layout"
+            )
         slots = layer.slot_order or tuple(range(len(layer.axes)))
         keeps = layer.scaling is not None and layer.scaling.record.keeps_head_dim
         new = cls(
             layer.head_dim,
             sections=[layer.sections[a] for a in slots],
-            order="interleaved" if layer.interleaved_sections else "sectioned",
+            order=layer.order or ("interleaved" if layer.interleaved_sections else "sectioned"),
             schedule=layer.schedule or "shared",
             base=layer.base or 0.0,
             scaling=layer.scaling,
