@@ -13,6 +13,8 @@ comparisons with the transformers modules themselves are in
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -143,3 +145,9 @@ def test_gemma4_vision_through_its_composite_config() -> None:
 def test_forms_without_a_table_are_refused_by_name(config: dict, names: str) -> None:
     with pytest.raises(ValueError, match=names):
         rope_plan(config)
+
+
+def test_a_layer_s_order_and_interleaved_sections_agree() -> None:
+    layer = rope_plan(ernie([3, 3, 2])).layer()
+    with pytest.raises(ValueError, match=r"interleaved_sections=True contradicts order"):
+        dataclasses.replace(layer, interleaved_sections=True)

@@ -132,6 +132,13 @@ class RopeLayer:
     notes: tuple[str, ...] = ()
     frequencies: _F64 = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.order is not None and self.interleaved_sections != (self.order == "interleaved"):
+            raise ValueError(
+                f"interleaved_sections={self.interleaved_sections} contradicts "
+                f"order={self.order!r}: interleaved_sections is True exactly for 'interleaved'"
+            )
+
     @property
     def multi_axis(self) -> bool:
         """True when tokens have several position coordinates (M-RoPE, 2-D vision RoPE)."""
