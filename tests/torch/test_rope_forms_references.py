@@ -40,6 +40,9 @@ nanochat = require("transformers.models.nanochat.modeling_nanochat")
 
 #: float32 ulps of max(|angle|, 1) between the modules' tables and the plan's (see above).
 TABLE_ULPS = 2
+#: float32 ulps of max|x| between the models' float32 rotation and posenc's float64 one with
+#: the same tables (two products and a sum, each rounded).
+ROTATION_ULPS = 2
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -89,15 +92,14 @@ def test_ernie_vl_tables_are_the_module_s(sections: list[int]) -> None:
     assert_close_ulp(
         ours_sin, sin.numpy(), ulps=TABLE_ULPS, dtype=np.float32, scale=scale, what="sin"
     )
-    # and the model's rotation with its tables is posenc's rotation with the plan's
+    # the model's rotation with these tables is posenc's with the plan's pair layout (the
+    # same float32 tables on both sides: only the rounding of the products differs)
     q, k = rng.standard_normal((2, 2, 1, 40, config.head_dim), dtype=np.float32)
     theirs = ernie.apply_rotary_pos_emb(torch.from_numpy(q), torch.from_numpy(k), cos, sin)
-    ours_cos64, ours_sin64 = layer.cos_sin(positions[:, None], dtype=np.float64)
+    tables = (cos[:, None].double().numpy(), sin[:, None].double().numpy())
     for t, mine in zip(theirs, (q, k), strict=True):
-        expected = posenc.apply_rotary(
-            mine.astype(np.float64), ours_cos64, ours_sin64, pairs="interleaved"
-        )
-        assert_close_ulp(t.numpy(), expected, ulps=4096, dtype=np.float32)
+        expected = posenc.apply_rotary(mine.astype(np.float64), *tables, pairs=layer.pairs)
+        assert_close_ulp(t.numpy(), expected, ulps=ROTATION_ULPS, dtype=np.float32)
 
 
 def test_ernie_vl_is_swapped_and_verified() -> None:
@@ -154,16 +156,16 @@ def test_gemma4_vision_tables_and_rotation_are_the_model_s(head_dim: int) -> Non
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, len(ids), 1, head_dim), dtype=np.float32)  # (b, s, heads, d)
     theirs = gemma4.apply_multidimensional_rope(torch.from_numpy(x), cos, sin, ids[None])
-    c64, s64 = layer.cos_sin(positions, dtype=np.float64)
-    half = head_dim // 2
+    c, s = cos[0].double().numpy(), sin[0].double().numpy()
+    half, flat = head_dim // 2, x[0, :, 0].astype(np.float64)
     expected = np.concatenate(
         [
-            posenc.apply_rotary(x[0, :, 0, :half].astype(np.float64), c64[:, :half], s64[:, :half]),
-            posenc.apply_rotary(x[0, :, 0, half:].astype(np.float64), c64[:, half:], s64[:, half:]),
+            posenc.apply_rotary(flat[:, :half], c[:, :half], s[:, :half], pairs=layer.pairs),
+            posenc.apply_rotary(flat[:, half:], c[:, half:], s[:, half:], pairs=layer.pairs),
         ],
         axis=-1,
     )
-    assert_close_ulp(theirs[0, :, 0].numpy(), expected, ulps=64, dtype=np.float32)
+    assert_close_ulp(theirs[0, :, 0].numpy(), expected, ulps=ROTATION_ULPS, dtype=np.float32)
 
 
 def test_gemma4_vision_rotary_is_left_by_name() -> None:

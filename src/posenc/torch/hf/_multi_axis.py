@@ -123,8 +123,10 @@ class MultiAxisRotary(nn.Module):
             layer_type: the layer type when the config's layers differ, else None.
             axes_dim: as in the constructor.
 
-        Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``) or whose
-        axis layout posenc builds no table for (the reason is the plan's).
+        Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``), whose
+        axis layout posenc builds no table for (the reason is the plan's), or whose axes each
+        rotate a block of channels of their own (``RopeLayer.pairs_per_axis``, Gemma 4's
+        vision tower: its plan's ``cos_sin`` gives that table).
         """
         layer = rope_plan(config).layer(layer_type)
         return cls._from_layer(layer, axes_dim=axes_dim, pairs=layer.pairs)
