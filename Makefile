@@ -116,9 +116,10 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 # own .venv-compat; torch, NumPy and the test tools stay at the pins through
 # constraints-compat.txt (an unconstrained torch would be a multi-GB CUDA build). Each run asks
 # pip for a newer transformers, prints the versions it tests, then runs the swap sweep, the
-# rotary coverage, the absolute-table swaps and the Hugging Face doc examples. Under the pinned
-# release the tables of these tests are exact; under another, what that release adds and posenc
-# does not cover is listed by name (skipped), and what the pinned release has must still pass.
+# rotary coverage, the absolute-table swaps, the attention-bias swap sweep and references and
+# the Hugging Face doc examples. Under the pinned release the tables of these tests are exact;
+# under another, what that release adds and posenc does not cover is listed by name (skipped),
+# and what the pinned release has must still pass.
 COMPAT_STAMP := $(VENVCOMPAT)/.posenc-compat
 COMPAT_ID := python $(PYTHON_ID) | compat $(call files_hash,constraints-compat.txt pyproject.toml)
 ifneq ($(file <$(COMPAT_STAMP)),$(COMPAT_ID))
@@ -126,7 +127,8 @@ $(COMPAT_STAMP): FORCE
 endif
 COMPAT_TESTS := tests/torch/test_swap_sweep.py tests/torch/test_rope_coverage.py \
 	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_multi_axis.py \
-	tests/torch/test_integration_hf.py docs/integration.md docs/porting.md
+	tests/torch/test_integration_hf.py tests/torch/test_swap_bias_sweep.py \
+	tests/torch/test_bias_references_hf.py docs/integration.md docs/porting.md
 
 $(COMPAT_STAMP):
 	rm -rf $(VENVCOMPAT)

@@ -27,3 +27,14 @@ def test_the_benchmarked_paths_agree() -> None:
 def test_the_full_run_has_the_shapes_asked_for() -> None:
     assert (bias.HEADS, bias.HEAD_DIM) == (16, 64)
     assert "4096" in bias.__doc__
+
+
+def test_the_dense_builds_agree_with_the_whole_float64_bias() -> None:
+    ns = bias._dense_namespace(40)
+    whole = ns["whole"]()
+    assert whole.shape == (bias.HEADS, 40, 40)
+    assert ns["alibi_numpy"]().tobytes() == whole.tobytes()
+    assert torch.equal(ns["alibi_torch"](), torch.from_numpy(whole))
+    assert ns["alibi_torch_bf16"]().dtype == torch.bfloat16
+    assert ns["t5_numpy"]().shape == whole.shape
+    assert set(bias.DENSE_PATHS.values()) <= set(ns)
