@@ -82,8 +82,8 @@ def _identification(r: Identification) -> str:
         return "no convention fits: the table contains NaN or infinity."
     if r.outcome == "all_zero":
         return (
-            "no convention fits: the table is all zeros (only tensor2tensor with "
-            f"d_model=1 is), got d_model={d_model}."
+            "no convention fits: the table is all zeros (only tensor2tensor and musicgen "
+            f"with d_model=1 are), got d_model={d_model}."
         )
     closest = r.closest
     if closest is None:  # only "non_finite" has no closest candidate

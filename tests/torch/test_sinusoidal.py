@@ -510,7 +510,7 @@ ERRORS = [
     pytest.param(
         lambda: PE(8, convention="bert"),
         ValueError,
-        "convention must be one of 'marian', 'paper', 'tensor2tensor', got 'bert'",
+        "convention must be one of 'marian', 'musicgen', 'paper', 'tensor2tensor', got 'bert'",
         id="convention",
     ),
     pytest.param(
