@@ -26,7 +26,7 @@ import posenc  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, sinusoidal  # noqa: E402
 from tests.torch.conftest import core, round_once, same_bits  # noqa: E402
 
-CONVENTIONS = ("paper", "tensor2tensor", "marian")
+CONVENTIONS = tuple(sorted(posenc.CONVENTIONS))  # every registered convention
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
