@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import analysis, describe
+from posenc._conventions import get_convention
 from posenc._features import feature_slices
 from posenc.analysis import (
     _recipes,
@@ -106,7 +107,7 @@ def test_wavelengths_are_a_geometric_progression(
     np.testing.assert_allclose(w.wavelengths, 2 * np.pi / omega, rtol=1e-15)
     assert w.shortest == pytest.approx(2 * np.pi, rel=1e-15)
     n = omega.shape[0]
-    if convention == "tensor2tensor":  # ω_k = base^(-k/(h-1)): reaches base·2π exactly
+    if get_convention(convention).schedule == "timescale":  # ω_k = base^(-k/(h-1)): base·2π
         expected_ratio = base ** (1 / (d_model // 2 - 1))
         assert w.longest == pytest.approx(2 * np.pi * base, rel=1e-12)
     else:  # ω_k = base^(-2k/d): towards base·2π
@@ -412,7 +413,7 @@ def _mp_table(positions: np.ndarray, d_model: int, base: float, convention: str)
     """Exact table with mpmath (40 digits); the exponent as an exact rational per schedule."""
     half = d_model // 2
     with mpmath.workdps(40):
-        if convention == "tensor2tensor":
+        if get_convention(convention).schedule == "timescale":
             exps = [mpmath.mpf(k) / max(half - 1, 1) for k in range(half)]
         else:
             exps = [mpmath.mpf(2 * k) / d_model for k in range((d_model + 1) // 2)]
@@ -595,14 +596,15 @@ def test_identify_tiny_d_model_is_honest(d_model: int) -> None:
                         dtype=dtype,
                     )  # fmt: skip
                     _assert_identified(table, convention, base, offset, strict=False)
-    # d_model <= 2: all conventions give [sin p, cos p] and the base has no effect
+    # d_model <= 2: every convention but musicgen ([cos p, sin p]) gives [sin p, cos p], and
+    # the base has no effect
     r = identify(posenc.sinusoidal(np.arange(5, 40), 2))
     if d_model == 2:
         assert r.ambiguous
         assert r.convention is None
         assert r.base is None
         assert r.offset == 5
-        assert {a.convention for a in r.alternatives} == set(CONVENTIONS)
+        assert {a.convention for a in r.alternatives} == set(CONVENTIONS) - {"musicgen"}
 
 
 def test_identify_marian_tensor2tensor_coincidence_is_reported() -> None:
@@ -688,9 +690,11 @@ def test_identify_rejects_what_is_not_a_table() -> None:
     assert not r.matched
     assert r.outcome == "all_zero"
     assert "all zeros" in describe(r)
-    r = identify(np.zeros((8, 1)))  # the one all-zero table: tensor2tensor, d_model = 1
+    r = identify(np.zeros((8, 1)))  # the all-zero tables: tensor2tensor and musicgen, d = 1
     assert r.matched
-    assert r.convention == "tensor2tensor"
+    assert r.ambiguous
+    assert r.convention is None
+    assert {a.convention for a in r.alternatives} == {"tensor2tensor", "musicgen"}
     assert r.base is None
     assert r.offset is None
     nan = table.copy()

@@ -302,6 +302,13 @@ def math_element(p: int, col: int, d: int, base: float, convention: str) -> floa
         k = col if col < n_sin else col - n_sin
         angle = p * base ** (-(2 * k) / d)
         return math.sin(angle) if col < n_sin else math.cos(angle)
+    if convention == "musicgen":  # [c_0..c_{h-1} | s_0..s_{h-1} | 0], w_k = base^(-k/(h-1))
+        h = d // 2
+        if col >= 2 * h:
+            return 0.0
+        k = col if col < h else col - h
+        angle = p * base ** (-k / max(h - 1, 1))
+        return math.cos(angle) if col < h else math.sin(angle)
     raise AssertionError(convention)
 
 
@@ -312,7 +319,7 @@ def math_element(p: int, col: int, d: int, base: float, convention: str) -> floa
     positions=st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=6),
 )
 def test_every_element_matches_math_formula(d, base, positions):
-    for convention in ("paper", "tensor2tensor", "marian"):
+    for convention in ("paper", "tensor2tensor", "marian", "musicgen"):
         table = posenc.sinusoidal(positions, d, base=base, convention=convention, dtype=np.float64)
         assert table.shape == (len(positions), d)
         assert table.dtype == np.float64

@@ -94,6 +94,19 @@ def test_odd_d_rules(d_model: int) -> None:
     assert np.allclose(marian[:, n_sin:], paper[:, 1::2], atol=0)
 
 
+@pytest.mark.parametrize("d_model", [1, 2, 3, 8, 11, 64])
+def test_musicgen_is_tensor2tensor_with_its_halves_swapped(d_model: int) -> None:
+    p = np.arange(-3, 40)
+    t2t = posenc.sinusoidal(p, d_model, convention="tensor2tensor", dtype=np.float64)
+    musicgen = posenc.sinusoidal(p, d_model, convention="musicgen", dtype=np.float64)
+    h = d_model // 2
+    assert np.array_equal(musicgen[:, :h], t2t[:, h : 2 * h])
+    assert np.array_equal(musicgen[:, h : 2 * h], t2t[:, :h])
+    assert np.all(musicgen[:, 2 * h :] == 0.0)
+    omega = posenc.frequencies(d_model, convention="musicgen")
+    assert np.array_equal(omega, posenc.frequencies(d_model, convention="tensor2tensor"))
+
+
 def test_tensor2tensor_frequencies_end_at_one_over_base() -> None:
     omega = posenc.frequencies(10, base=500.0, convention="tensor2tensor")
     assert omega.shape == (5,)
@@ -125,8 +138,9 @@ def test_base_changes_the_table_and_one_is_allowed() -> None:
 
 
 def test_conventions_mapping_is_documented_and_read_only() -> None:
-    assert set(posenc.CONVENTIONS) == {"paper", "tensor2tensor", "marian"}
+    assert set(posenc.CONVENTIONS) == {"paper", "tensor2tensor", "marian", "musicgen"}
     assert "get_timing_signal_1d" in posenc.CONVENTIONS["tensor2tensor"]
+    assert "MusicgenSinusoidalPositionalEmbedding" in posenc.CONVENTIONS["musicgen"]
     assert "MarianSinusoidalPositionalEmbedding" in posenc.CONVENTIONS["marian"]
     with pytest.raises(TypeError):
         posenc.CONVENTIONS["mine"] = "x"  # type: ignore[index]
@@ -149,7 +163,7 @@ def test_conventions_mapping_is_documented_and_read_only() -> None:
         ({"base": float("nan")}, ValueError, r"base must be a positive finite number, got nan"),
         ({"base": float("inf")}, ValueError, r"base must be a positive finite number, got inf"),
         ({"base": "1e4"}, TypeError, r"base must be a positive finite number, got '1e4'"),
-        ({"convention": "bert"}, ValueError, r"convention must be one of 'marian', 'paper', "),
+        ({"convention": "bert"}, ValueError, r"convention must be one of 'marian', 'musicgen', "),
         ({"convention": 3}, TypeError, r"convention must be a string"),
         ({"dtype": np.int32}, TypeError, r"dtype must be one of float16, float32, float64"),
         ({"dtype": "bfloat16"}, TypeError, r"got 'bfloat16' \(for bfloat16 use posenc.torch\)"),
