@@ -26,7 +26,7 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits
+from ..._bias.positions import as_positions, cast_in_blocks, check_fits
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
