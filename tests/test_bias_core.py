@@ -281,3 +281,17 @@ def test_bias_conventions_name_the_function_they_reproduce() -> None:
         assert "transformers.models." in text, name
     with pytest.raises(TypeError):
         posenc.BIAS_CONVENTIONS["x"] = "y"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("position", [-4009, 4009, -(2**40)])
+def test_xpos_scales_beyond_float64_are_refused(position):
+    # ζ_0 = 0.0625 / 1.0625: ζ_0^(-4009/16) is about e^709.7, just beyond float64, and its
+    # inverse (the key's scale) just below the smallest normal float64
+    with pytest.raises(ValueError, match=r"positions: xPos scales of position .* beyond float64"):
+        posenc.xpos_scales([0, position], 2, scale_base=16.0, gamma=0.0625)
+    assert np.isfinite(posenc.xpos_scales([4000, -4000], 2, scale_base=16.0, gamma=0.0625)).all()
+
+
+def test_xpos_scales_of_a_huge_head_dim_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="head_dim"):
+        posenc.xpos_scales(0, 2**53)
