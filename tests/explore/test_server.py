@@ -436,3 +436,14 @@ def test_the_server_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("convention", sorted(posenc.CONVENTIONS))
+def test_the_identify_example_offers_every_convention(
+    server: ExplorerServer, convention: str
+) -> None:
+    status, body = request(server, f"/api/panel/identify?convention={convention}&offset=5")
+    assert status == 200, body
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    assert numbers["convention"] == convention
+    assert numbers["offset"] == "5"
