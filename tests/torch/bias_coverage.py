@@ -18,8 +18,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import transformers
-
 #: what a modeling file defines -> the family it names
 _FAMILIES = {
     re.compile(r"^\s*def (?:_relative_position_bucket|compute_bias)\b", re.M): "T5 buckets",
@@ -32,6 +30,8 @@ _FAMILIES = {
 
 
 def models_root() -> Path:
+    import transformers  # here, not at import: a bare pytest collects this module without it
+
     return Path(transformers.__file__).parent / "models"
 
 

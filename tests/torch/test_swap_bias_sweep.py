@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 
 from tests.references import require
-from tests.torch import bias_coverage, pinned
 
 torch = pytest.importorskip("torch")
 transformers = require("transformers")
@@ -32,6 +31,7 @@ transformers = require("transformers")
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 from posenc.torch.hf import RelativeSinusoidPositions, swap_positions  # noqa: E402
+from tests.torch import bias_coverage, pinned  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
