@@ -31,6 +31,7 @@ transformers = require("transformers")
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 from posenc.torch.hf import RelativeSinusoidPositions, swap_positions  # noqa: E402
+from tests.tolerance import assert_close_ulp  # noqa: E402
 from tests.torch import bias_coverage, pinned  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -543,4 +544,7 @@ def test_a_swapped_t5_still_compiles_into_one_graph() -> None:
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     with torch.no_grad():  # fullgraph=True: a graph break raises
         got = compiled(input_ids=_tokens()).last_hidden_state
-    torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-6)
+    # the swapped bias is bit-equal (above); two tiny layers add it and sum their products
+    # (widths 8 to 32) in another order: a few ulps of the largest output (measured <= 2.1
+    # under ATen's default, avx2 and avx512 kernels)
+    assert_close_ulp(got, expected, ulps=8, what="compiled T5 encoder output")
