@@ -1,10 +1,12 @@
 # Entry points (see README, Quickstart):
-#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib) and run `posenc demo`
+#   make demo    set up .venv (posenc, PyTorch CPU, NumPy, matplotlib, Flask) and run `posenc demo`
 #   make test    add the test, lint, docs and reference stack to .venv, then run lint, type
-#                checks, the whole test suite, the strict docs build, a quick benchmark run and
-#                the NumPy-only tests under Python 3.10 (what CI runs); the sweep included
+#                checks, the whole test suite (and its end-to-end comparisons under two more
+#                CPU kernel sets), the strict docs build, a quick benchmark run and the
+#                NumPy-only tests under Python 3.10 (what CI runs); the sweep included
 #   make test-sweep  only the sweep: swap_positions on every causal LM of transformers, tiny
 #   make test-compat the Hugging Face tests under the newest transformers (.venv-compat)
+#   make test-kernels the end-to-end comparisons under ATen's default and avx2 CPU kernels
 #   make docs    build the documentation site into site/
 #   make clean   remove the environments and every build output
 #
@@ -21,7 +23,7 @@ REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
 .NOTPARALLEL:
-.PHONY: help demo test test-sweep test-compat lint typecheck pytest browser docs bench-quick test-py310 clean FORCE
+.PHONY: help demo test test-sweep test-compat test-kernels lint typecheck pytest browser docs bench-quick test-py310 clean FORCE
 
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
@@ -29,7 +31,7 @@ files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 # Goals that use .venv stop here, with one line and before installing anything, under any Python
 # but the one the pins need.
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test test-sweep test-compat lint typecheck pytest docs bench-quick
+VENV_GOALS := demo test test-sweep test-compat test-kernels lint typecheck pytest docs bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -50,13 +52,13 @@ $(DEV_STAMP): FORCE
 endif
 
 help:
-	@sed -n '2,9s/^#   //p' Makefile
+	@sed -n '2,11s/^#   //p' Makefile
 
-# posenc, torch, NumPy and matplotlib in a new .venv (an old one is removed first).
+# posenc, torch, NumPy, matplotlib and Flask in a new .venv (an old one is removed first).
 NEW_DEMO_ENV = rm -rf $(VENV) \
 	&& echo 'make: creating $(VENV) with $(PYTHON)' \
 	&& $(PYTHON) -m venv $(VENV) \
-	&& echo 'make: pip install PyTorch (CPU), NumPy and matplotlib (requirements-demo.txt; pip stays quiet until it is done)' \
+	&& echo 'make: pip install PyTorch (CPU), NumPy, matplotlib and Flask (requirements-demo.txt; pip stays quiet until it is done)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) -r requirements-demo.txt \
 	&& echo 'make: pip install posenc from this clone (editable, no dependencies)' \
 	&& $(BIN)/python -m pip install $(PIP_FLAGS) --no-deps -e . \
@@ -112,13 +114,39 @@ pytest: $(DEV_STAMP) $(EDITABLE) browser
 test-sweep: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest -m sweep tests
 
+# The end-to-end comparisons (models, layers and rotary modules of transformers against
+# posenc's, torch.compile with Inductor) under the CPU kernels ATen would pick on an older or
+# plainer machine: ATEN_CPU_CAPABILITY=default (no vector kernels) and avx2, each in its own
+# pytest run (torch reads the variable once, when it loads). The tolerances count roundings
+# (tests/tolerance.py), so a kernel set that sums in another order must still pass. An
+# unsupported capability is refused by torch with a warning; the line before each run prints
+# the capability torch uses. Both runs: 2 min 32 s and 3 min 7 s (two timings on a busy
+# two-core machine), so make test runs it after the suite.
+KERNEL_SETS := default avx2
+KERNEL_TESTS := tests/torch/test_integration_hf.py tests/torch/test_hf_rotary_plan.py \
+	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_dtypes.py \
+	tests/torch/test_swap_multi_axis.py tests/torch/test_swap_bias_sweep.py \
+	tests/torch/test_rotary_references.py tests/torch/test_rope_types_references.py \
+	tests/torch/test_multi_axis_references.py tests/torch/test_bias_references.py \
+	tests/torch/test_grid_timestep_references.py tests/torch/test_multi_axis_module.py \
+	tests/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths
+
+test-kernels: $(DEV_STAMP) $(EDITABLE)
+	for capability in $(KERNEL_SETS); do \
+	  echo "make test-kernels: ATEN_CPU_CAPABILITY=$$capability" \
+	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -c 'import torch; print("torch uses", torch.backends.cpu.get_cpu_capability())' \
+	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) \
+	  || exit 1; \
+	done
+
 # The Hugging Face layer under the newest transformers (pip's choice today, not the pin), in its
 # own .venv-compat; torch, NumPy and the test tools stay at the pins through
 # constraints-compat.txt (an unconstrained torch would be a multi-GB CUDA build). Each run asks
 # pip for a newer transformers, prints the versions it tests, then runs the swap sweep, the
-# rotary coverage, the absolute-table swaps and the Hugging Face doc examples. Under the pinned
-# release the tables of these tests are exact; under another, what that release adds and posenc
-# does not cover is listed by name (skipped), and what the pinned release has must still pass.
+# rotary coverage, the absolute-table swaps, the attention-bias swap sweep and references and
+# the Hugging Face doc examples. Under the pinned release the tables of these tests are exact;
+# under another, what that release adds and posenc does not cover is listed by name (skipped),
+# and what the pinned release has must still pass.
 COMPAT_STAMP := $(VENVCOMPAT)/.posenc-compat
 COMPAT_ID := python $(PYTHON_ID) | compat $(call files_hash,constraints-compat.txt pyproject.toml)
 ifneq ($(file <$(COMPAT_STAMP)),$(COMPAT_ID))
@@ -126,7 +154,8 @@ $(COMPAT_STAMP): FORCE
 endif
 COMPAT_TESTS := tests/torch/test_swap_sweep.py tests/torch/test_rope_coverage.py \
 	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_multi_axis.py \
-	tests/torch/test_integration_hf.py docs/integration.md docs/porting.md
+	tests/torch/test_integration_hf.py tests/torch/test_swap_bias_sweep.py \
+	tests/torch/test_bias_references_hf.py docs/integration.md docs/porting.md
 
 $(COMPAT_STAMP):
 	rm -rf $(VENVCOMPAT)
@@ -188,7 +217,7 @@ test-py310: $(PY310_STAMP)
 	CI= $(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
 endif
 
-test: lint typecheck pytest docs bench-quick test-py310
+test: lint typecheck pytest test-kernels docs bench-quick test-py310
 
 clean:
 	rm -rf $(VENV) $(VENV310) $(VENVCOMPAT) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

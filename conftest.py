@@ -1,7 +1,7 @@
-"""Runs without the optional packages (torch, matplotlib) skip what needs them; under CI a
+"""Runs without the optional packages (torch, matplotlib, flask) skip what needs them; under CI a
 missing reference library fails instead.
 
-``make test-py310`` runs the whole suite with NumPy only: the tests that need torch or
+``make test-py310`` runs the whole suite with NumPy only: the tests that need torch, flask or
 matplotlib skip themselves, and this file leaves out the docstring examples of the modules that
 cannot be imported without them (``--doctest-modules`` would report an import error) and the
 README's examples (they use torch). With the full development environment nothing is left out.
@@ -24,12 +24,17 @@ from typing import Any
 
 import pytest
 
-OPTIONAL = frozenset({"torch", "matplotlib"})
+OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug"})
 _ROOT = Path(__file__).parent
 _SRC = _ROOT / "src"
 _TORCH_TESTS = _ROOT / "tests" / "torch"
 # file at the repository root → the optional packages its examples import
 _NEEDS = {"README.md": ("torch",)}
+# module that imports without an optional package but whose examples need it
+_EXAMPLES_NEED = {
+    _SRC / "posenc" / "explore" / "__init__.py": ("flask",),
+    _SRC / "posenc" / "explore" / "_server.py": ("flask",),
+}
 
 
 #: references the test stack leaves out, and why: they may skip even under CI
@@ -98,12 +103,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.parent != _ROOT:
+        if item.path in _EXAMPLES_NEED:
+            needs = _EXAMPLES_NEED[item.path]
+        elif item.path.parent == _ROOT:
+            needs = _NEEDS.get(item.path.name, ())
+        else:
             continue
-        missing = [
-            name
-            for name in _NEEDS.get(item.path.name, ())
-            if importlib.util.find_spec(name) is None
-        ]
+        missing = [name for name in needs if importlib.util.find_spec(name) is None]
         if missing:
             item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))

@@ -23,6 +23,13 @@ Peak memory is measured as ``benchmarks/memory.py`` does for torch: each path in
 process, after a warm-up call (the compilation included), the peak resident set of one call
 minus the resident set before it. The note compares it with the bytes of the dense float32
 bias ``heads·q·k·4``.
+
+A second group, "dense bias build", times building that dense bias alone (16 heads,
+q = k = 4096; ``--quick``: 256), in time and peak memory (measured the same way):
+``posenc.alibi_bias`` and ``posenc.t5_bias`` in float32, ``posenc.torch.alibi_bias`` in
+float32 and bfloat16, against the reference ``whole float64, cast once``: the exact ALiBi
+product held whole in float64 (2 GiB at 4096) and cast to float32, which the functions built
+before they went a block of query rows at a time (same values, bit for bit).
 """
 
 from __future__ import annotations
@@ -81,6 +88,83 @@ def flex_compiled():
 """
 
 
+DENSE_GROUP = "dense bias build"
+
+#: the child process's setup for the dense builds (``{length}`` filled in)
+_DENSE_SETUP = """
+import numpy as np
+import posenc
+import posenc.torch as pt
+
+L, H = {length}, {heads}
+table = np.random.default_rng(0).normal(size=(32, H))
+slopes = posenc.alibi_slopes(H)
+
+
+def whole():
+    distance = -np.abs(np.arange(L)[None, :] - np.arange(L)[:, None]).astype(np.float64)
+    return (slopes[:, None, None] * distance[None] + 0.0).astype(np.float32)
+
+
+def alibi_numpy():
+    return posenc.alibi_bias(H, L, L)
+
+
+def t5_numpy():
+    return posenc.t5_bias(table, L, L)
+
+
+def alibi_torch():
+    return pt.alibi_bias(H, L, L)
+
+
+def alibi_torch_bf16():
+    return pt.alibi_bias(H, L, L, dtype=torch.bfloat16)
+"""
+
+DENSE_PATHS = {
+    "whole float64, cast once": "whole",
+    "posenc.alibi_bias, float32": "alibi_numpy",
+    "posenc.t5_bias, float32": "t5_numpy",
+    "posenc.torch.alibi_bias, float32": "alibi_torch",
+    "posenc.torch.alibi_bias, bfloat16": "alibi_torch_bf16",
+}
+
+
+def _dense_namespace(length: int) -> dict[str, Any]:
+    import torch
+
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(_DENSE_SETUP.format(length=length, heads=HEADS), namespace)
+    return namespace
+
+
+def _dense(table: Table, length: int, repeats: int, warmup: int) -> None:
+    """Time and peak memory of building the dense ``(16, L, L)`` bias (see the docstring)."""
+    ns = _dense_namespace(length)
+    reference = measure(ns["whole"], repeats=repeats, warmup=warmup)
+    shape = f"{HEADS}x{length}x{length}"
+    for label, name in DENSE_PATHS.items():
+        timing = reference if name == "whole" else measure(ns[name], repeats=repeats,
+                                                           warmup=warmup)  # fmt: skip
+        table.add(DENSE_GROUP, f"{label} ({shape})", timing,
+                  refs={"whole float64, cast once": reference})  # fmt: skip
+    lines = [
+        f"Dense bias build, peak memory: {HEADS} heads x {length} x {length}; peak = extra "
+        "resident bytes during one call in a fresh process (see benchmarks/bias.py)",
+        "",
+        "| path | output MiB | peak MiB | peak / output |",
+        "|---|---|---|---|",
+    ]
+    setup = _DENSE_SETUP.format(length=length, heads=HEADS)
+    for label, name in DENSE_PATHS.items():
+        call = f"{name}()" if "torch" in name else f"torch.from_numpy({name}())"  # no copy
+        measured = torch_peak(f"{setup}\n{name}()\n", call)
+        peak, out = measured["peak"], measured["result"]
+        lines.append(f"| {label} | {out / MiB:.1f} | {peak / MiB:.1f} | {peak / out:.2f} |")
+    table.note("\n".join(lines))
+
+
 def _namespace(length: int) -> dict[str, Any]:
     import torch
 
@@ -122,6 +206,7 @@ def run(table: Table, *, quick: bool = False) -> None:
                                                                warmup=warmup)  # fmt: skip
         table.add(GROUP, f"{label} ({shape})", timing, refs={"SDPA + mask": reference})
     table.note(_memory_note(length, paths, skipped))
+    _dense(table, length, repeats, warmup)
 
 
 def _memory_note(length: int, paths: dict[str, str], skipped: list[str]) -> str:

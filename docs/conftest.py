@@ -9,7 +9,7 @@ import pytest
 # page → the optional packages its examples import
 _NEEDS = {
     "tutorial.md": ("torch",),
-    "attention-biases.md": ("torch",),
+    "attention-biases.md": ("torch", "matplotlib"),
     "precision.md": ("torch",),
     "integration.md": ("torch", "transformers"),
     "multi-axis.md": ("torch",),

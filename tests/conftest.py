@@ -5,6 +5,7 @@ marker: its tests run only when asked for (``pytest -m sweep``, ``POSENC_SWEEP=1
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 
@@ -12,6 +13,25 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from .fuzz import profile as fuzz_profile
+
+
+def _inductor_cache_per_kernel_set() -> None:
+    """Under ``ATEN_CPU_CAPABILITY`` (a forced kernel set), Inductor's FX graph cache is off.
+
+    torch 2.13's cache key leaves out the vector width that the variable selects, so a graph
+    cached by a run under the machine's own kernels would be loaded and built for another
+    width: wrong values under ``avx2``, a C++ compile error under ``default`` (reproducer
+    and proof: tests/torch/test_kernel_sets.py). With the cache off, every graph is generated
+    for the kernels of the run; runs without the variable keep the cache.
+    """
+    if not os.environ.get("ATEN_CPU_CAPABILITY") or importlib.util.find_spec("torch") is None:
+        return
+    import torch._inductor.config
+
+    torch._inductor.config.fx_graph_cache = False
+
+
+_inductor_cache_per_kernel_set()
 
 settings.register_profile(
     "posenc",

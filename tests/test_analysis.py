@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import analysis, describe
+from posenc._conventions import get_convention
 from posenc._features import feature_slices
 from posenc.analysis import (
     _recipes,
@@ -35,6 +36,7 @@ from posenc.analysis import (
     wavelengths,
 )
 from posenc.analysis._hypotheses import _Hypothesis
+from tests.tolerance import assert_close_ulp
 
 CONVENTIONS = tuple(posenc.CONVENTIONS)  # every registered convention, not a fixed list
 
@@ -69,7 +71,8 @@ def test_odd_exponent_table_is_the_odd_exponent_formula(d_model: int) -> None:
         ]
     )
     table = odd_exponent_table(12, d_model, base=base, dtype=np.float64)
-    np.testing.assert_allclose(table, expected, rtol=0, atol=1e-15)
+    # float64 angles p·ω (p <= 11, ω by two formulas), then sin/cos: 4 ulps of the angle
+    assert_close_ulp(table, expected, ulps=4, scale=11)
     # its sine columns are the paper's, its cosines are not
     paper = posenc.sinusoidal(12, d_model, base=base, dtype=np.float64)
     np.testing.assert_array_equal(table[:, 0::2], paper[:, 0::2])
@@ -82,7 +85,7 @@ def test_odd_exponent_table_positions_and_dtype() -> None:
     assert out.shape == (2, 2, 6)
     assert out.dtype == np.float32
     flat = odd_exponent_table(10, 6, dtype=np.float64)
-    np.testing.assert_allclose(out[1, 0], flat[7], rtol=0, atol=6e-8)
+    assert_close_ulp(out[1, 0], flat[7], ulps=1)  # the float64 row rounded once to float32
     assert odd_exponent_table(4, 6, dtype=np.float16).dtype == np.float16
     with pytest.raises(ValueError, match="d_model"):
         odd_exponent_table(4, 0)
@@ -103,10 +106,11 @@ def test_wavelengths_are_a_geometric_progression(
 ) -> None:
     w = wavelengths(d_model, base=base, convention=convention)
     omega = _omega(d_model, base, convention)
-    np.testing.assert_allclose(w.wavelengths, 2 * np.pi / omega, rtol=1e-15)
+    want = 2 * np.pi / omega  # one division, one product: 2 ulps of each wavelength
+    assert_close_ulp(w.wavelengths, want, ulps=2, scale=want)
     assert w.shortest == pytest.approx(2 * np.pi, rel=1e-15)
     n = omega.shape[0]
-    if convention == "tensor2tensor":  # ω_k = base^(-k/(h-1)): reaches base·2π exactly
+    if get_convention(convention).schedule == "timescale":  # ω_k = base^(-k/(h-1)): base·2π
         expected_ratio = base ** (1 / (d_model // 2 - 1))
         assert w.longest == pytest.approx(2 * np.pi * base, rel=1e-12)
     else:  # ω_k = base^(-2k/d): towards base·2π
@@ -114,7 +118,12 @@ def test_wavelengths_are_a_geometric_progression(
         assert w.longest == pytest.approx(2 * np.pi * base ** (2 * (n - 1) / d_model), rel=1e-12)
         assert w.longest < 2 * np.pi * base
     assert w.ratio == pytest.approx(expected_ratio, rel=1e-12)
-    np.testing.assert_allclose(w.ratios, expected_ratio, rtol=1e-12)
+    # each wavelength 2π·base^e within about |ln base| + 2 ulps (the exponent's rounding),
+    # a ratio of two within twice that, base^(2/d) within |ln base| + 1 more
+    ulps = 3 * abs(math.log(base)) + 6
+    assert_close_ulp(
+        w.ratios, np.full(w.ratios.shape, expected_ratio), ulps=ulps, scale=expected_ratio
+    )
     json.dumps(w.as_dict())
 
 
@@ -147,7 +156,8 @@ def test_shift_matrix_maps_pe_p_to_pe_p_plus_k(
                            convention=convention, dtype=np.float64)  # fmt: skip
     mapped = m @ pe[0]
     keep = [c for c in range(d_model) if c not in unpaired]
-    np.testing.assert_allclose(mapped[keep], pe[1][keep], rtol=0, atol=1e-12)
+    # float64 angles of |p| + |k| at most, rounded once each, then a sum of two products
+    assert_close_ulp(mapped[keep], pe[1][keep], ulps=4, scale=abs(p) + abs(k) + 1)
     assert np.all(mapped[unpaired] == 0)
     if not unpaired:  # then the default (unpaired="raise") works and agrees
         np.testing.assert_array_equal(shift_matrix(k, d_model, base=base, convention=convention), m)
@@ -165,11 +175,12 @@ def test_shift_matrices_compose_and_are_orthogonal(
     def m(shift: float) -> np.ndarray:
         return shift_matrix(shift, d_model, base=1000.0, convention=convention, unpaired="drop")
 
-    np.testing.assert_allclose(m(j) @ m(k), m(j + k), rtol=0, atol=1e-12)
+    # angles of |j| + |k| at most, rounded once each, then a sum of two products
+    assert_close_ulp(m(j) @ m(k), m(j + k), ulps=4, scale=abs(j) + abs(k) + 1)
     # orthogonal on the channels it maps (the zero / unpaired ones are zero rows and columns)
     active = np.diag(m(0)).copy()
-    np.testing.assert_allclose(m(k) @ m(k).T, np.diag(active), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(m(k).T, m(-k), rtol=0, atol=1e-14)
+    assert_close_ulp(m(k) @ m(k).T, np.diag(active), ulps=2)  # cos² + sin², two roundings
+    assert_close_ulp(m(k).T, m(-k), ulps=1, scale=abs(k) + 1)  # cos even, sin odd
     assert set(np.unique(active)) <= {0.0, 1.0}
 
 
@@ -180,7 +191,7 @@ def test_shift_matrix_blocks_and_unpaired_column() -> None:
     for i, om in enumerate(w):
         c, s = math.cos(2 * om), math.sin(2 * om)
         expected[i, i], expected[i, i + 2], expected[i + 2, i], expected[i + 2, i + 2] = c, s, -s, c
-    np.testing.assert_allclose(m, expected, rtol=0, atol=1e-16)
+    assert_close_ulp(m, expected, ulps=0.5)  # cos/sin of the same float64 angles: 1/2 ulp
     # tensor2tensor, odd d: the zero-padded column maps to 0 and needs no "drop"
     assert np.all(shift_matrix(1, 5, convention="tensor2tensor")[4] == 0)
     for convention in ("paper", "marian"):
@@ -258,7 +269,8 @@ def test_dot_product_is_a_sum_of_cosines_of_the_distance(convention: str, d_mode
         assert abs(s.matrix[1, 2] - s.matrix[5, 6]) > 1e-6  # both at distance 1
     else:
         assert s.matrix[1, 2] == pytest.approx(s.matrix[5, 6], abs=1e-12)
-    np.testing.assert_allclose(s.matrix, expected, rtol=0, atol=1e-12)
+    # sums of d_model products of sin/cos of angles <= 301·ω: d_model ulps of the angle
+    assert_close_ulp(s.matrix, expected, ulps=d_model, scale=302)
 
 
 def test_similarity_profile_is_the_mean_over_each_distance() -> None:
@@ -412,7 +424,7 @@ def _mp_table(positions: np.ndarray, d_model: int, base: float, convention: str)
     """Exact table with mpmath (40 digits); the exponent as an exact rational per schedule."""
     half = d_model // 2
     with mpmath.workdps(40):
-        if convention == "tensor2tensor":
+        if get_convention(convention).schedule == "timescale":
             exps = [mpmath.mpf(k) / max(half - 1, 1) for k in range(half)]
         else:
             exps = [mpmath.mpf(2 * k) / d_model for k in range((d_model + 1) // 2)]
@@ -510,9 +522,10 @@ def test_exponents_reproduce_every_schedule() -> None:
         for d_model in range(1, 70):
             nums, den = _recipes._exponents(d_model, convention)
             for base in (2.0, 10000.0):
-                np.testing.assert_allclose(
-                    np.power(base, -nums / den), _omega(d_model, base, convention), rtol=1e-14
-                )
+                # two formulas of base^e: the exponent's rounding is |ln base| ulps
+                want = _omega(d_model, base, convention)
+                ulps = 4 + abs(math.log(base))
+                assert_close_ulp(np.power(base, -nums / den), want, ulps=ulps, scale=want)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,14 +608,15 @@ def test_identify_tiny_d_model_is_honest(d_model: int) -> None:
                         dtype=dtype,
                     )  # fmt: skip
                     _assert_identified(table, convention, base, offset, strict=False)
-    # d_model <= 2: all conventions give [sin p, cos p] and the base has no effect
+    # d_model <= 2: every convention but musicgen ([cos p, sin p]) gives [sin p, cos p], and
+    # the base has no effect
     r = identify(posenc.sinusoidal(np.arange(5, 40), 2))
     if d_model == 2:
         assert r.ambiguous
         assert r.convention is None
         assert r.base is None
         assert r.offset == 5
-        assert {a.convention for a in r.alternatives} == set(CONVENTIONS)
+        assert {a.convention for a in r.alternatives} == set(CONVENTIONS) - {"musicgen"}
 
 
 def test_identify_marian_tensor2tensor_coincidence_is_reported() -> None:
@@ -688,9 +702,11 @@ def test_identify_rejects_what_is_not_a_table() -> None:
     assert not r.matched
     assert r.outcome == "all_zero"
     assert "all zeros" in describe(r)
-    r = identify(np.zeros((8, 1)))  # the one all-zero table: tensor2tensor, d_model = 1
+    r = identify(np.zeros((8, 1)))  # the all-zero tables: tensor2tensor and musicgen, d = 1
     assert r.matched
-    assert r.convention == "tensor2tensor"
+    assert r.ambiguous
+    assert r.convention is None
+    assert {a.convention for a in r.alternatives} == {"tensor2tensor", "musicgen"}
     assert r.base is None
     assert r.offset is None
     nan = table.copy()

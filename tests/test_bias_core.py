@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import posenc
 
 from .references import require
+from .tolerance import assert_close_ulp
 
 HEADS = list(range(1, 129))
 
@@ -39,7 +40,8 @@ def test_alibi_slopes_are_within_1e_12_of_mpmath_for_1_to_128_heads(max_bias: fl
         got = posenc.alibi_slopes(heads, max_bias=max_bias)
         assert got.dtype == np.float64
         assert got.shape == (heads,)
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+        # powers of 2: a few roundings of each slope's own magnitude
+        assert_close_ulp(got, want, ulps=4, scale=want)
 
 
 @pytest.mark.parametrize("heads", [8, 12, 96])
@@ -90,9 +92,10 @@ def test_alibi_forms_differ_by_a_constant_per_query_row_under_a_causal_mask() ->
     for other in forms[1:]:
         gap = np.where(causal, other - forms[0], np.nan)
         spread = gap - np.nanmin(gap, axis=-1, keepdims=True)
-        np.testing.assert_allclose(
-            spread, np.broadcast_to(np.where(causal, 0, np.nan), spread.shape), atol=1e-12
-        )
+        # each bias a product rounded once, then two subtractions: 4 ulps of the largest bias
+        zero = np.broadcast_to(np.where(causal, 0.0, np.nan), spread.shape)
+        largest = max(float(np.abs(f).max()) for f in forms)
+        assert_close_ulp(spread, zero, ulps=4, scale=largest)
 
 
 def test_falcon_rounds_positions_and_products_to_bfloat16() -> None:
@@ -281,3 +284,17 @@ def test_bias_conventions_name_the_function_they_reproduce() -> None:
         assert "transformers.models." in text, name
     with pytest.raises(TypeError):
         posenc.BIAS_CONVENTIONS["x"] = "y"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("position", [-4009, 4009, -(2**40)])
+def test_xpos_scales_beyond_float64_are_refused(position):
+    # ζ_0 = 0.0625 / 1.0625: ζ_0^(-4009/16) is about e^709.7, just beyond float64, and its
+    # inverse (the key's scale) just below the smallest normal float64
+    with pytest.raises(ValueError, match=r"positions: xPos scales of position .* beyond float64"):
+        posenc.xpos_scales([0, position], 2, scale_base=16.0, gamma=0.0625)
+    assert np.isfinite(posenc.xpos_scales([4000, -4000], 2, scale_base=16.0, gamma=0.0625)).all()
+
+
+def test_xpos_scales_of_a_huge_head_dim_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="head_dim"):
+        posenc.xpos_scales(0, 2**53)

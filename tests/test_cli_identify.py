@@ -146,3 +146,73 @@ def test_bad_files_are_one_line_and_exit_2(
     assert err.count("\n") == 1, err
     assert err.startswith("posenc identify: error: ")
     assert message in err
+
+
+def _fairseq_table(rows: int, d: int, padding_idx: int) -> np.ndarray:
+    """fairseq's SinusoidalPositionalEmbedding.get_embedding(rows, d, padding_idx): row r is
+    position r of the tensor2tensor table, row ``padding_idx`` zeroed (real tokens are
+    numbered from padding_idx + 1)."""
+    table = posenc.sinusoidal(rows, d, convention="tensor2tensor")
+    table[padding_idx] = 0.0
+    return table
+
+
+@pytest.mark.parametrize("leading_zeros", [False, True])
+def test_leading_padding_rows_are_skipped_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], leading_zeros: bool
+) -> None:
+    path = tmp_path / "fairseq.npy"
+    table = _fairseq_table(130, 32, padding_idx=1)
+    if leading_zeros:  # rows 0 and 1 both zero (the rows before the first real position)
+        table[0] = 0.0
+    np.save(path, table)
+    code, out, err = identify([str(path)], capsys)
+    assert (code, err) == (0, "")
+    zero = "rows 0 and 1 are" if leading_zeros else "row 1 is"
+    assert f"rows 0–1 skipped: {zero} all zeros (padding)" in out
+    assert "the table starts at row 2, position 2" in out
+    assert "tensor2tensor (base 10000, positions 2..129)" in out
+    code, out, _ = identify([str(path), "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0
+    assert (report["convention"], report["offset"]) == ("tensor2tensor", 2)
+    assert report["skip_rows"] == 2
+    assert report["skipped_rows"] == {
+        "rows": [0, 1],
+        "zero_rows": [0, 1] if leading_zeros else [1],
+        "detected": True,
+    }
+    assert "rows 0–1 skipped" in report["message"]
+    # --skip-rows 0 analyses every row: the zero row then fits no convention
+    code, out, _ = identify([str(path), "--skip-rows", "0"], capsys)
+    assert code == 1
+    assert "--skip-rows 2" in out
+
+
+def test_every_hint_is_an_option_of_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a zero row the command does not skip itself (beyond the leading rows) is hinted at
+    # with --skip-rows, never with Python slicing
+    path = tmp_path / "late_zero.npy"
+    table = posenc.sinusoidal(200, 16, convention="tensor2tensor")
+    table[100] = 0.0
+    np.save(path, table)
+    code, out, _ = identify([str(path)], capsys)
+    assert code == 1
+    assert "--skip-rows 101" in out
+    assert "table[" not in out
+    assert "in Python" not in out
+    # a first position beyond the search: the hint is --max-offset, which the command takes
+    path = tmp_path / "far.npy"
+    np.save(path, posenc.sinusoidal(np.arange(5000, 5040), 16))
+    code, out, _ = identify([str(path), "--max-offset", "1000"], capsys)
+    assert code == 1
+    assert "--max-offset" in out
+    assert "max_offset =" not in out
+    code, out, _ = identify([str(path), "--max-offset", "6000"], capsys)
+    assert code == 0
+    assert "positions 5000..5039" in out
+    code, out, err = identify([str(path), "--max-offset", "0"], capsys)
+    assert code == 2
+    assert "--max-offset" in err

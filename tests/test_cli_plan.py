@@ -116,6 +116,7 @@ def check_json_is_the_plan(data: dict[str, Any], config: dict[str, Any]) -> None
             assert kind["attention_factor"] == layer.attention_factor
             assert tuple(kind["axes"]) == layer.axes
             assert tuple(kind["sections"]) == layer.sections
+            assert (kind["order"], kind["pairs_per_axis"]) == (layer.order, layer.pairs_per_axis)
             assert kind["inert"] == dict(layer.inert)
             assert set(layer.notes) <= set(kind["notes"])
             scaling = None if layer.scaling is None else dict(layer.scaling.params)
@@ -260,3 +261,35 @@ def test_vision_without_a_vision_config_is_one_line(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert f"{path}: config has no vision_config" in err
+
+
+ERNIE_VL = {
+    "model_type": "ernie4_5_vl_moe_text",
+    "head_dim": 16,
+    "num_hidden_layers": 2,
+    "rope_parameters": {"rope_theta": 500.0, "mrope_section": [3, 3, 2]},
+}
+GEMMA4 = {"model_type": "gemma4", "vision_config": {"head_dim": 32, "num_hidden_layers": 2}}
+
+
+def test_the_layouts_of_ernie_vl_and_gemma4_vision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = plan_output(tmp_path, ERNIE_VL, capsys)
+    assert rows(text)["0-1"][7:10] == ["temporal,height,width", "(2/3/3)", "turns_then_last"]
+    data = json.loads(plan_output(tmp_path, ERNIE_VL, capsys, "--json"))
+    assert (data["kinds"][0]["order"], data["kinds"][0]["pairs_per_axis"]) == (
+        "turns_then_last",
+        False,
+    )
+    text = plan_output(tmp_path, GEMMA4, capsys, "--vision")
+    assert rows(text)["0-1"][7:10] == ["width,height", "(8/8)", "pairs_per_axis"]
+    data = json.loads(plan_output(tmp_path, GEMMA4, capsys, "--vision", "--json"))
+    assert (data["kinds"][0]["order"], data["kinds"][0]["pairs_per_axis"]) == ("sectioned", True)
+
+
+def test_a_refused_form_is_one_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, {"model_type": "nanochat", "head_dim": 16, "rope_theta": 1e4})
+    assert "model_type 'nanochat'" in one_error(["plan", str(path)], capsys)

@@ -195,7 +195,9 @@ def test_identify_skips_fairseq_padding_rows(
     table[padding_idx] = 0.0
     path = tmp_path / "fairseq.npy"
     np.save(path, table)
-    assert main(["identify", str(path)]) == 1
+    assert main(["identify", str(path)]) == 0  # the zero row is found and skipped
+    assert "row 1 is all zeros (padding)" in capsys.readouterr().out
+    assert main(["identify", "--skip-rows", "0", str(path)]) == 1  # every row analysed
     hint = capsys.readouterr().out
     assert "--skip-rows 2" in hint
     assert main(["identify", "--skip-rows", "2", str(path)]) == 0

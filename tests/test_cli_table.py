@@ -28,6 +28,7 @@ def test_text_to_stdout_is_the_table(capsys: pytest.CaptureFixture[str]) -> None
     lines = [line for line in out.splitlines() if not line.startswith("#")]
     values = np.array([[float(v) for v in line.split()] for line in lines])
     np.testing.assert_array_equal(values[:, 0], np.arange(10))
+    # printed with 8 decimals (float32): half a unit of the last printed digit
     np.testing.assert_allclose(values[:, 1:], posenc.sinusoidal(10, 8), atol=5e-9)
     assert "convention=paper base=10000 d_model=8 dtype=float32 rows=10" in out
 

@@ -146,7 +146,8 @@ HAND_BUILT = [
     ),
     (
         _result("all_zero", d_model=6, closest=Candidate("paper", None, None, 0.7)),
-        "no convention fits: the table is all zeros (only tensor2tensor with d_model=1 is), got "
+        "no convention fits: the table is all zeros (only tensor2tensor and musicgen with "
+        "d_model=1 are), got "
         "d_model=6.",
     ),
     (
@@ -188,9 +189,9 @@ def test_every_outcome_is_described() -> None:
         ),
         (
             lambda: np.zeros((8, 1)),
-            "match",
-            "a tensor2tensor (any base, any positions) table (max residual 0, within the table's "
-            "rounding); the base has no effect on it; the positions have no effect on it.",
+            "ambiguous",
+            "ambiguous: 2 answers fit equally well (tensor2tensor (any base, any positions); "
+            "musicgen (any base, any positions)); the fields on which they differ are None.",
         ),
         (
             lambda: s([1000], 64),
@@ -238,8 +239,8 @@ def test_every_outcome_is_described() -> None:
         (
             lambda: np.zeros((8, 6)),
             "all_zero",
-            "no convention fits: the table is all zeros (only tensor2tensor with d_model=1 is), "
-            "got d_model=6.",
+            "no convention fits: the table is all zeros (only tensor2tensor and musicgen with "
+            "d_model=1 are), got d_model=6.",
         ),
         (
             lambda: np.full((4, 8), np.inf),

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import venv
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,10 @@ def test_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path) -> None:
     if built.returncode != 0:
         _unavailable(f"pip wheel failed (no index with the build backend?): {built.stderr[-400:]}")
     (wheel,) = wheels.glob("posenc-*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # the explorer's vendored charting library
+        names = set(archive.namelist())
+    vendored = "posenc/explore/static/vendor/echarts-6.1.0/"
+    assert {vendored + n for n in ("echarts.min.js", "LICENSE", "NOTICE", "README.md")} <= names
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
@@ -81,6 +86,10 @@ def test_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path) -> None:
     helped = _run([posenc, "--help"], outside)
     assert helped.returncode == 0, helped.stderr
     assert "table" in helped.stdout
+
+    explore = _run([posenc, "explore", "--no-browser"], outside)  # no flask: a hint, exit 2
+    assert explore.returncode == 2, explore.stderr
+    assert "pip install flask" in explore.stderr
 
     table = _run([posenc, "table", "--length", "5", "--d-model", "4", "--out", "t.npy"], outside)
     assert table.returncode == 0, table.stderr

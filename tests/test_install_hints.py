@@ -1,6 +1,6 @@
 """Install hints name commands that work for someone holding this repository.
 
-torch and matplotlib are made unimportable in a subprocess (an import hook refuses them);
+torch, matplotlib and flask are made unimportable in a subprocess (an import hook refuses them);
 every hint posenc prints must then be one of the commands below, and none may name
 ``posenc[...]`` (posenc is not on a package index).
 """
@@ -19,6 +19,8 @@ WORKING = {
     "pip install matplotlib",
     "pip install '.[torch]'",
     "pip install '.[plot]'",
+    "pip install flask",
+    "pip install '.[explore]'",
 }
 
 BLOCK = textwrap.dedent(
@@ -45,6 +47,14 @@ CASES = {
     "posenc demo without matplotlib": (
         "matplotlib",
         "import tempfile; from posenc.cli import main; main(['demo', '--out', tempfile.mkdtemp()])",
+    ),
+    "posenc explore without flask": (
+        "flask",
+        "from posenc.cli import main; raise SystemExit(main(['explore', '--no-browser']))",
+    ),
+    "make_server without flask": (
+        "flask",
+        "from posenc.explore import make_server; make_server()",
     ),
     "posenc plot without matplotlib": (
         "matplotlib",

@@ -68,3 +68,24 @@ def test_each_install_step_is_announced_first(goal: str, tmp_path: Path) -> None
     runs = [i for i, step in enumerate(steps) if "posenc demo" in step and "echo" not in step]
     for i in runs:
         assert steps[i - 1].startswith("echo"), steps[i]
+
+
+def test_make_test_runs_the_end_to_end_files_under_two_more_kernel_sets(tmp_path: Path) -> None:
+    """``make test-kernels`` (part of ``make test``): each listed file exists, each kernel set
+    runs in its own pytest process."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    result = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "test", f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = result.stdout.replace("\\\n", " ")
+    loop = next(line for line in text.splitlines() if "ATEN_CPU_CAPABILITY=$capability" in line)
+    assert "for capability in default avx2;" in loop, loop
+    files = [word for word in loop.split() if word.startswith("tests/")]
+    assert len(files) >= 10, loop
+    for word in files:
+        assert (ROOT / word.partition("::")[0]).is_file(), word

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 import posenc
 from posenc import _figure_data, analysis, plot
 from posenc._figure_data import precision_grid
+from tests.tolerance import assert_close_ulp
 
 # Small arguments for each figure, so that the whole file stays fast.
 SMALL: dict[str, dict[str, Any]] = {
@@ -198,7 +199,8 @@ def test_similarity_plot_beyond_2048_positions_keeps_every_distance() -> None:
     assert np.array_equal(line.get_xdata(), np.arange(2100))
     # even d_model: the similarity depends on distance only, so the subset's profile is exact
     full = analysis.similarity(2100, 8)
-    assert np.allclose(line.get_ydata(), full.profile, rtol=0, atol=1e-9)
+    # sums of 8 products of sin/cos of float64 angles <= 2100·ω: 8 ulps of the largest angle
+    assert_close_ulp(line.get_ydata(), full.profile, ulps=8, dtype=np.float64, scale=2100)
 
 
 def test_precision_plot_curves(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -219,28 +219,6 @@ def test_a_default_rope_type_model_with_a_2d_rotary_class() -> None:
     assert any("rotary class is 2-D" in note for note in layer.notes)
 
 
-@pytest.mark.parametrize(
-    ("config", "why"),
-    [
-        (vision("gemma4_vision", head_dim=64), r"pairs \(i, i \+ head_dim/4\)"),
-        (
-            {
-                "model_type": "hunyuan_vl_text",
-                "head_dim": 128,
-                "rope_parameters": {"xdrope_section": [16, 16, 16, 16]},
-            },
-            r"different axes",
-        ),
-        ({"model_type": "ernie4_5_vl_moe_text", "head_dim": 128, "rope_theta": 5e5}, r"take turns"),
-    ],
-)
-def test_layouts_without_a_table_raise_instead_of_a_wrong_one(config: dict, why: str) -> None:
-    layer = rope_plan(config).layer()
-    assert layer.unsupported
-    with pytest.raises(ValueError, match=why):
-        layer.cos_sin(np.zeros((2, len(layer.axes))))
-
-
 def test_a_composite_config_names_its_vision_tower() -> None:
     composite = {
         "model_type": "qwen2_vl",

@@ -131,8 +131,9 @@ def test_cos_sin_shapes_dtypes_and_fractional_positions():
     assert rotary_cos_sin(3, 8, dtype=np.float16)[0].dtype == np.float16
     cos, sin = rotary_cos_sin([0.5, -2.25], 4, dtype=np.float64)
     ref_cos, ref_sin = reference_tables([0.5, -2.25], plain_omega(4), "half")
-    np.testing.assert_allclose(cos, ref_cos, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(sin, ref_sin, rtol=0, atol=1e-15)
+    # float64 angles of |p| <= 2.25: the angle's rounding and cos/sin's, an ulp each
+    assert_close_ulp(cos, ref_cos, ulps=2, scale=2.25)
+    assert_close_ulp(sin, ref_sin, ulps=2, scale=2.25)
     np.testing.assert_array_equal(rotary_cos_sin(4, 6)[0], rotary_cos_sin([0, 1, 2, 3], 6)[0])
 
 
@@ -294,7 +295,9 @@ def test_dynamic_ntk_changes_the_base_only_beyond_the_original_length():
     for seq_len in (513, 2048, 100_000):
         omega, attention = rope_frequencies(32, scaling=DYNAMIC, seq_len=seq_len)
         new_base = 10000.0 * (4.0 * seq_len / 512 - 3.0) ** (32 / 30)
-        np.testing.assert_allclose(omega, plain_omega(32, new_base), rtol=1e-14)
+        # frequencies from two float64 formulas: a few ulps of each ω, relative
+        want = plain_omega(32, new_base)
+        assert_close_ulp(omega, want, ulps=4, scale=want)
         assert attention == 1.0
         assert omega[0] == 1.0
         assert np.all(omega[1:] < plain[1:])
@@ -324,7 +327,8 @@ def test_llama3_keeps_high_divides_low_and_blends_medium_frequencies():
     omega, attention = rope_frequencies(128, base=500000.0, scaling=LLAMA3_ROPE_SCALING)
     plain = plain_omega(128, 500000.0)
     expected = llama3_reference(plain, 8.0, 1.0, 4.0, 8192)
-    np.testing.assert_allclose(omega, expected, rtol=1e-14)
+    # frequencies from two float64 formulas: a few ulps of each ω, relative
+    assert_close_ulp(omega, expected, ulps=4, scale=expected)
     assert attention == 1.0
     ratio = np.asarray(plain) / omega
     assert ratio[0] == 1.0
@@ -353,7 +357,8 @@ def test_yarn_frequencies_and_attention_factor(truncate):
     spec = {**YARN, "truncate": truncate, "beta_fast": 16, "beta_slow": 2}
     omega, attention = rope_frequencies(64, scaling=spec)
     expected = yarn_reference(64, 10000.0, 4.0, 2048, 16.0, 2.0, truncate)
-    np.testing.assert_allclose(omega, expected, rtol=1e-14)
+    # frequencies from two float64 formulas: a few ulps of each ω, relative
+    assert_close_ulp(omega, expected, ulps=4, scale=expected)
     plain = rope_frequencies(64)[0]
     assert omega[0] == plain[0]  # fastest pair: extrapolated (unchanged)
     assert omega[-1] == pytest.approx(plain[-1] / 4, rel=1e-15)  # slowest: interpolated

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import posenc
 from posenc._conventions import get_convention
 from posenc._features import feature_slices
+from tests.tolerance import assert_close_ulp
 
 
 def test_length_and_array_positions_agree() -> None:
@@ -51,8 +52,9 @@ def test_integer_and_float_positions_agree_and_fractions_work() -> None:
 def test_negative_positions_are_the_odd_and_even_extension() -> None:
     pos = posenc.sinusoidal(np.arange(1, 20), 8, dtype=np.float64)
     neg = posenc.sinusoidal(-np.arange(1, 20), 8, dtype=np.float64)
-    assert np.allclose(neg[:, 0::2], -pos[:, 0::2], atol=1e-15)
-    assert np.allclose(neg[:, 1::2], pos[:, 1::2], atol=1e-15)
+    # the same float64 angles up to sign, sin odd and cos even: an ulp of the largest angle
+    assert_close_ulp(neg[:, 0::2], -pos[:, 0::2], ulps=1, scale=19)
+    assert_close_ulp(neg[:, 1::2], pos[:, 1::2], ulps=1, scale=19)
 
 
 def test_chunked_build_equals_unchunked() -> None:
@@ -83,15 +85,29 @@ def test_odd_d_rules(d_model: int) -> None:
     paper = posenc.sinusoidal(p, d_model, dtype=np.float64)
     # paper: interleaved, ceil(d/2) sin columns and floor(d/2) cos columns
     omega = 10000.0 ** (-2 * np.arange((d_model + 1) // 2) / d_model)
-    assert np.allclose(paper[:, 0::2], np.sin(p[:, None] * omega), atol=1e-15)
-    assert np.allclose(paper[:, 1::2], np.cos(p[:, None] * omega[: d_model // 2]), atol=1e-15)
+    # float64 angles p·ω (ω by two formulas), then sin/cos: 4 ulps of the largest angle (5)
+    assert_close_ulp(paper[:, 0::2], np.sin(p[:, None] * omega), ulps=4, scale=5)
+    assert_close_ulp(paper[:, 1::2], np.cos(p[:, None] * omega[: d_model // 2]), ulps=4, scale=5)
     t2t = posenc.sinusoidal(p, d_model, convention="tensor2tensor", dtype=np.float64)
     if d_model % 2:
         assert np.all(t2t[:, -1] == 0.0)
     marian = posenc.sinusoidal(p, d_model, convention="marian", dtype=np.float64)
     n_sin = (d_model + 1) // 2
-    assert np.allclose(marian[:, :n_sin], paper[:, 0::2], atol=0)
-    assert np.allclose(marian[:, n_sin:], paper[:, 1::2], atol=0)
+    np.testing.assert_array_equal(marian[:, :n_sin], paper[:, 0::2])  # the same columns
+    np.testing.assert_array_equal(marian[:, n_sin:], paper[:, 1::2])
+
+
+@pytest.mark.parametrize("d_model", [1, 2, 3, 8, 11, 64])
+def test_musicgen_is_tensor2tensor_with_its_halves_swapped(d_model: int) -> None:
+    p = np.arange(-3, 40)
+    t2t = posenc.sinusoidal(p, d_model, convention="tensor2tensor", dtype=np.float64)
+    musicgen = posenc.sinusoidal(p, d_model, convention="musicgen", dtype=np.float64)
+    h = d_model // 2
+    assert np.array_equal(musicgen[:, :h], t2t[:, h : 2 * h])
+    assert np.array_equal(musicgen[:, h : 2 * h], t2t[:, :h])
+    assert np.all(musicgen[:, 2 * h :] == 0.0)
+    omega = posenc.frequencies(d_model, convention="musicgen")
+    assert np.array_equal(omega, posenc.frequencies(d_model, convention="tensor2tensor"))
 
 
 def test_tensor2tensor_frequencies_end_at_one_over_base() -> None:
@@ -125,8 +141,9 @@ def test_base_changes_the_table_and_one_is_allowed() -> None:
 
 
 def test_conventions_mapping_is_documented_and_read_only() -> None:
-    assert set(posenc.CONVENTIONS) == {"paper", "tensor2tensor", "marian"}
+    assert set(posenc.CONVENTIONS) == {"paper", "tensor2tensor", "marian", "musicgen"}
     assert "get_timing_signal_1d" in posenc.CONVENTIONS["tensor2tensor"]
+    assert "MusicgenSinusoidalPositionalEmbedding" in posenc.CONVENTIONS["musicgen"]
     assert "MarianSinusoidalPositionalEmbedding" in posenc.CONVENTIONS["marian"]
     with pytest.raises(TypeError):
         posenc.CONVENTIONS["mine"] = "x"  # type: ignore[index]
@@ -149,7 +166,7 @@ def test_conventions_mapping_is_documented_and_read_only() -> None:
         ({"base": float("nan")}, ValueError, r"base must be a positive finite number, got nan"),
         ({"base": float("inf")}, ValueError, r"base must be a positive finite number, got inf"),
         ({"base": "1e4"}, TypeError, r"base must be a positive finite number, got '1e4'"),
-        ({"convention": "bert"}, ValueError, r"convention must be one of 'marian', 'paper', "),
+        ({"convention": "bert"}, ValueError, r"convention must be one of 'marian', 'musicgen', "),
         ({"convention": 3}, TypeError, r"convention must be a string"),
         ({"dtype": np.int32}, TypeError, r"dtype must be one of float16, float32, float64"),
         ({"dtype": "bfloat16"}, TypeError, r"got 'bfloat16' \(for bfloat16 use posenc.torch\)"),

@@ -95,6 +95,7 @@ def _lower_bounds() -> dict[str, list[str]]:
         ("torch", "requirements-demo.txt", 2),
         ("transformers", "requirements-dev.txt", 2),
         ("matplotlib", "requirements-demo.txt", 2),
+        ("flask", "requirements-demo.txt", 2),
     ],
 )
 def test_lower_bounds_are_tested_versions(package: str, requirements: str, digits: int) -> None:

@@ -37,25 +37,32 @@ def main() -> None:
         theirs = np.sort(np.unique(rotary.inv_freq.double().numpy()))
         freq = float((np.abs(theirs - ours) / np.spacing(ours.astype(np.float32))).max())
         directory = module.__name__.split(".")[-2]
-        ids = axes.vision_positions(directory, module, config, len(layer.axes))
+        grid_call = axes.GRID_CALLS.get(rotary_class.__name__)
         with torch.no_grad():
-            cos, sin = rotary(torch.zeros(1), ids)
-        positions = ids.numpy()
+            if grid_call is not None:  # called with its model's own grid of ids
+                positions, cos, sin = grid_call(rotary, config)
+            else:
+                ids = axes.vision_positions(directory, module, config, len(layer.axes))
+                cos, sin = rotary(torch.zeros(1), ids)
+                positions = ids.numpy()
         unit = case.ulps(positions, layer.axis_frequencies().frequencies, 1.0)
         listed = (
             directory in case.INTERLEAVED_TABLE or rotary_class.__name__ in case.INTERLEAVED_TABLE
         )
-        n = layer.rotary_dim // 2
+        # a pairs_per_axis layer (Gemma 4) lays out each axis's block on its own
+        blocks = axes.axis_blocks(layer) if layer.pairs_per_axis else [(0, layer.rotary_dim // 2)]
         table = 0.0
         for theirs_table, ours_table in zip(
             (cos, sin), layer.cos_sin(positions, dtype=np.float64), strict=True
         ):
-            lead = ours_table.shape[:-1]
-            copies = axes.per_pair(
-                theirs_table.reshape(*lead, -1), "interleaved" if listed else "half", n
-            )
-            expected = axes.per_pair(ours_table, layer.pairs, n)[0]
-            table = max(table, max(float((np.abs(c - expected) / unit).max()) for c in copies))
+            theirs_flat = theirs_table.reshape(*ours_table.shape[:-1], -1)
+            for start, stop in blocks:
+                part, n = slice(2 * start, 2 * stop), stop - start
+                layout = "interleaved" if listed else "half"
+                copies = axes.per_pair(theirs_flat[..., part], layout, n)
+                expected = axes.per_pair(ours_table[..., part], layer.pairs, n)[0]
+                scale = unit[..., start:stop]
+                table = max(table, max(float((np.abs(c - expected) / scale).max()) for c in copies))
         worst_freq, worst_table = max(worst_freq, freq), max(worst_table, table)
         print(f"{model:32s} inv_freq {freq:5.2f} ulps   tables {table:5.2f} ulps")
     print(f"worst: inv_freq {worst_freq:.2f} ulps, tables {worst_table:.2f} ulps")

@@ -18,6 +18,11 @@ from ._bias.dense import t5_bias
 from ._bias.distance import KerpleKind, fire_distance, kerple_bias, sandwich_bias
 from ._bias.positions import relative_positions
 from ._bias.relative import relative_sinusoid_table
+from ._bias.relative_terms import (
+    deberta_relative_positions,
+    disentangled_index,
+    relative_shift_index,
+)
 from ._bias.xpos import xpos_scales
 from ._conventions import CONVENTIONS, ConventionName
 from ._describe import describe
@@ -73,7 +78,9 @@ __all__ = [
     "analysis",
     "apply_rotary",
     "deberta_buckets",
+    "deberta_relative_positions",
     "describe",
+    "disentangled_index",
     "fire_distance",
     "frequencies",
     "grid_positions",
@@ -86,6 +93,7 @@ __all__ = [
     "positions_from_segments",
     "positions_from_tokens",
     "relative_positions",
+    "relative_shift_index",
     "relative_sinusoid_table",
     "rope_frequencies",
     "rope_plan",

@@ -14,9 +14,11 @@ Channel diagrams (``s_k = sin(p·ω_k)``, ``c_k = cos(p·ω_k)``, ``h = d_model 
                    d = 5:  [s0, s1 | c0, c1 | 0]           (zero column appended)
     marian         d = 6:  [s0, s1, s2 | c0, c1, c2]       ω_k = base^(-2k/d)
                    d = 5:  [s0, s1, s2 | c0, c1]           (sin half has ceil(d/2) columns)
+    musicgen       d = 6:  [c0, c1, c2 | s0, s1, s2]       ω_k = base^(-k/(h-1))
+                   d = 5:  [c0, c1 | s0, s1 | 0]           (zero column appended)
 
 >>> sorted(CONVENTIONS)
-['marian', 'paper', 'tensor2tensor']
+['marian', 'musicgen', 'paper', 'tensor2tensor']
 >>> get_convention("paper").layout
 'interleaved'
 """
@@ -31,10 +33,10 @@ from typing import Any, Literal
 __all__ = ["CONVENTIONS", "Convention", "ConventionName", "get_convention"]
 
 #: The names of the 1-D conventions (for type annotations).
-ConventionName = Literal["paper", "tensor2tensor", "marian"]
+ConventionName = Literal["paper", "tensor2tensor", "marian", "musicgen"]
 
 Schedule = Literal["paper", "timescale"]
-Layout = Literal["interleaved", "sin_cos"]
+Layout = Literal["interleaved", "sin_cos", "cos_sin"]
 OddRule = Literal["extra_sin", "zero_pad"]
 
 
@@ -46,7 +48,8 @@ class Convention:
         name: the key in :data:`CONVENTIONS`.
         schedule: ``"paper"`` (ω_k = base^(-2k/d), k < ceil(d/2)) or ``"timescale"``
             (ω_k = base^(-k/max(h-1, 1)), k < h = d // 2, the tensor2tensor form).
-        layout: ``"interleaved"`` ([s0, c0, s1, c1, ...]) or ``"sin_cos"`` ([s... | c...]).
+        layout: ``"interleaved"`` ([s0, c0, s1, c1, ...]), ``"sin_cos"`` ([s... | c...]) or
+            ``"cos_sin"`` ([c... | s...]).
         odd: ``"extra_sin"`` (odd d keeps one more sin than cos column) or ``"zero_pad"``
             (odd d appends one zero column).
         description: one line saying what the convention is.
@@ -108,6 +111,20 @@ _ALL = (
         ),
         reproduces=("transformers MarianSinusoidalPositionalEmbedding",),
     ),
+    Convention(
+        name="musicgen",
+        schedule="timescale",
+        layout="cos_sin",
+        odd="zero_pad",
+        description=(
+            "MusicGen: the tensor2tensor table with the halves swapped, [cos | sin], "
+            "w_k = base^(-k/(h-1)) with h = d//2, a zero column appended for odd d."
+        ),
+        reproduces=(
+            "transformers MusicgenSinusoidalPositionalEmbedding.get_embedding",
+            "transformers MusicgenMelodySinusoidalPositionalEmbedding.get_embedding",
+        ),
+    ),
 )
 
 _BY_NAME: dict[str, Convention] = {c.name: c for c in _ALL}
@@ -124,7 +141,7 @@ def get_convention(convention: Any) -> Convention:
     >>> get_convention("bert")
     Traceback (most recent call last):
     ...
-    ValueError: convention must be one of 'marian', 'paper', 'tensor2tensor', got 'bert'
+    ValueError: convention must be one of 'marian', 'musicgen', 'paper', 'tensor2tensor', got 'bert'
     """
     if isinstance(convention, Convention):
         return convention

@@ -13,7 +13,7 @@ from typing import Any
 from ._checks import _show
 from .analysis._results import Candidate, Identification, PrecisionReport
 
-__all__ = ["describe"]
+__all__ = ["describe", "describe_for_cli"]
 
 _WITHIN = {
     "rounding": "within the table's rounding",
@@ -71,25 +71,31 @@ def _where(c: Candidate, length: int) -> str:
     return f"{base}, {positions}"
 
 
-def _identification(r: Identification) -> str:
+def describe_for_cli(r: Identification) -> str:
+    """:func:`describe` for ``posenc identify``: its hints name the command's options
+    (``--skip-rows``, ``--max-offset``) instead of Python slices and arguments."""
+    return _identification(r, cli=True)
+
+
+def _identification(r: Identification, cli: bool = False) -> str:
     if r.transposed:
         as_given = dataclasses.replace(r, transposed=False)
         return "the table looks transposed, (d_model, L); as table.T it is " + _identification(
-            as_given
+            as_given, cli
         )
     length, d_model = r.rows, r.d_model
     if r.outcome == "non_finite":
         return "no convention fits: the table contains NaN or infinity."
     if r.outcome == "all_zero":
         return (
-            "no convention fits: the table is all zeros (only tensor2tensor with "
-            f"d_model=1 is), got d_model={d_model}."
+            "no convention fits: the table is all zeros (only tensor2tensor and musicgen "
+            f"with d_model=1 are), got d_model={d_model}."
         )
     closest = r.closest
     if closest is None:  # only "non_finite" has no closest candidate
         raise ValueError(f"an Identification with outcome {r.outcome!r} needs a closest candidate")
     if r.outcome in ("no_fit", "no_offset", "off_circle"):
-        return _no_fit(r, closest, length)
+        return _no_fit(r, closest, length, cli)
     within = _WITHIN[r.within or "rounding"]
     if r.outcome == "bug":
         return (
@@ -116,25 +122,34 @@ def _identification(r: Identification) -> str:
     return text + "."
 
 
-def _beyond(max_offset: int | None) -> str:
-    """``"max_offset = 1048576"``, or ``"max_offset"`` when it is not known."""
+def _beyond(max_offset: int | None, cli: bool = False) -> str:
+    """``"max_offset = 1048576"`` (``"1048576 (--max-offset)"`` for the command), or the
+    bare name when it is not known."""
+    if cli:
+        return "--max-offset" if max_offset is None else f"{max_offset} (--max-offset)"
     return "max_offset" if max_offset is None else f"max_offset = {max_offset}"
 
 
-def _no_fit(r: Identification, closest: Candidate, length: int) -> str:
+def _no_fit(r: Identification, closest: Candidate, length: int, cli: bool) -> str:
     if r.outcome == "no_fit":
         text = (
             f"no convention fits: the closest candidate, {_candidate(closest, length)}, is off "
             f"by {r.residual:.3g} > tolerance {r.tolerance:.3g}"
         )
         if r.max_offset is not None:
-            text += f" (first positions searched: 0..{r.max_offset - 1})"
+            further = "; --max-offset searches further" if cli and r.max_offset < 2**24 else ""
+            text += f" (first positions searched: 0..{r.max_offset - 1}{further})"
     elif r.outcome == "no_offset":
         text = (
-            f"no convention fits with a first position below {_beyond(r.max_offset)}: the "
+            f"no convention fits with a first position below {_beyond(r.max_offset, cli)}: the "
             f"columns look like {closest.convention}'s sines and cosines, but no first "
             "position in range fits their phases, so the first position may be "
-            f"{_beyond(r.max_offset)} or more (identify searches up to max_offset = 2**24)"
+            f"{_beyond(r.max_offset, cli)} or more "
+            + (
+                "(--max-offset searches further, up to 2**24)"
+                if cli
+                else "(identify searches up to max_offset = 2**24)"
+            )
         )
     else:
         text = (
@@ -143,10 +158,15 @@ def _no_fit(r: Identification, closest: Candidate, length: int) -> str:
             "as a RoPE cos or sin table alone, a table times a factor, or noise"
         )
     if r.zero_row is not None:
+        skip = r.zero_row + 1
         text += (
             f"; row {r.zero_row} is all zeros, as in fairseq-style tables that zero the "
-            f"padding row: skip the rows up to it (posenc identify --skip-rows "
-            f"{r.zero_row + 1}; table[{r.zero_row + 1}:] in Python)"
+            "padding row: skip the rows up to it "
+            + (
+                f"(--skip-rows {skip})"
+                if cli
+                else f"(posenc identify --skip-rows {skip}; table[{skip}:] in Python)"
+            )
         )
     return text + "."
 

@@ -9,6 +9,7 @@ Sinusoidal layouts (``s_k = sin(p·ω_k)``, ``c_k = cos(p·ω_k)``)::
 
     interleaved   [s0, c0, s1, c1, ...]      (paper)
     sin_cos       [s0, s1, ... | c0, c1, ...] (tensor2tensor, marian)
+    cos_sin       [c0, c1, ... | s0, s1, ...] (musicgen)
 
     odd d, extra_sin: one more sin than cos column;  zero_pad: a zero column appended
 
@@ -85,8 +86,10 @@ def feature_slices(d_model: int, convention: Any = "paper") -> FeatureSlices:
     used = n_sin + n_cos
     if conv.layout == "interleaved":
         sin, cos = slice(0, 2 * n_sin, 2), slice(1, 2 * n_cos, 2)
-    else:  # "sin_cos"
+    elif conv.layout == "sin_cos":
         sin, cos = slice(0, n_sin), slice(n_sin, used)
+    else:  # "cos_sin"
+        cos, sin = slice(0, n_cos), slice(n_cos, used)
     return FeatureSlices(sin, cos, slice(used, d_model), n_sin, n_cos)
 
 

@@ -7,6 +7,7 @@ variable CI a missing browser fails instead (``make test`` installs the packages
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,15 @@ from . import chromium
 
 pytestmark = pytest.mark.slow
 
+pytest.importorskip("flask")  # the explorer's web framework (the extra "explore")
+
 WHY = chromium.missing()
 if WHY is not None:
     if os.environ.get("CI"):
         pytest.fail(f"browser tests need Chromium under CI: {WHY}", pytrace=False)
     pytest.skip(WHY, allow_module_level=True)
 
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -104,6 +108,37 @@ def test_no_request_leaves_the_machine(browser: Any, server: ExplorerServer) -> 
     origin = server.url.rstrip("/")
     assert urls
     assert all(u.startswith(origin) for u in urls), urls
+
+
+def _readout(browser: Any, before: str) -> tuple[int, int, float]:
+    """(position, channel, value) once the heatmap's pointer readout has changed."""
+    readout = browser.find_element(By.CSS_SELECTOR, "#heatmap .pointer")
+    WebDriverWait(browser, 30).until(lambda d: readout.text != before)
+    position, channel, value = re.fullmatch(r"PE\[(\d+), (\d+)\] = (\S+)", readout.text).groups()
+    return int(position), int(channel), float(value)
+
+
+def test_the_charting_library_draws_and_the_pointer_reads_posenc(browser: Any) -> None:
+    browser.refresh()
+    chromium.wait_ready(browser)
+    assert browser.execute_script("return echarts.version") == "6.1.0"
+    for panel in PANELS:  # every figure is an ECharts chart
+        drawn = "return [...document.querySelectorAll(`#${arguments[0]} .chart`)]" \
+                ".map(box => Boolean(echarts.getInstanceByDom(box)))"  # fmt: skip
+        figures = browser.execute_script(drawn, panel.name)
+        assert figures, panel.name
+        assert all(figures), panel.name
+    table = posenc.sinusoidal(100, 64)  # the heatmap panel's defaults
+    box = browser.find_element(By.CSS_SELECTOR, "#heatmap .chart")
+    before = browser.find_element(By.CSS_SELECTOR, "#heatmap .pointer").text
+    box.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_DOWN)  # the keyboard cursor
+    assert _readout(browser, before) == (1, 2, table[1, 2])
+    before = browser.find_element(By.CSS_SELECTOR, "#heatmap .pointer").text
+    ActionChains(browser).move_to_element(box).move_by_offset(-40, 30).perform()  # the mouse
+    position, channel, value = _readout(browser, before)
+    assert (position, channel) != (1, 2)
+    assert value == table[position, channel]
+    assert _errors(browser) == []
 
 
 #: A value each control moves to (the others: a select's last choice, a number doubled).

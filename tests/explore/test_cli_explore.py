@@ -15,6 +15,8 @@ import pytest
 
 from posenc.cli import _explore, main
 
+pytest.importorskip("flask")  # the explorer's web framework (the extra "explore")
+
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "CI": "1"}  # never a browser

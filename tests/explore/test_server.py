@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -22,7 +23,12 @@ from posenc.explore import PANELS, ExplorerServer
 
 from .conftest import request
 
+flask = pytest.importorskip("flask")  # the explorer's web framework (the extra "explore")
+
 STATIC = Path(posenc.__file__).parent / "explore" / "static"
+#: The charting library, vendored with its licence: the one script the page runs that is not
+#: posenc's own.
+VENDORED = Path("vendor") / "echarts-6.1.0" / "echarts.min.js"
 
 
 def test_fourteen_panels_each_with_a_sentence_and_labelled_controls() -> None:
@@ -148,6 +154,22 @@ def test_bad_bias_values_get_a_message_naming_the_control(
     assert message in body["error"]
 
 
+def test_a_wide_heatmap_is_drawn_at_evenly_spaced_channels(server: ExplorerServer) -> None:
+    status, body = request(server, "/api/panel/heatmap?length=512&d_model=4096&base=12345.6")
+    assert status == 200, body
+    chart = body["chart"]
+    assert chart["width"] * chart["height"] <= 2**16
+    assert chart["height"] == 512
+    assert chart["columns"][0] == 0
+    assert chart["columns"][-1] == 4095
+    assert chart["drawn"] == f"{chart['width']} of 4096 columns drawn"
+    assert len(base64.b64decode(chart["cells"])) == chart["width"] * chart["height"]
+    assert [label for _, label in chart["x_cells"]] == [label for _, label in chart["x"]["ticks"]]
+    _, narrow = request(server, "/api/panel/heatmap?length=100&d_model=64")
+    assert narrow["chart"]["columns"] == list(range(64))
+    assert narrow["chart"]["drawn"] == ""
+
+
 def test_the_value_under_the_pointer_is_posencs(server: ExplorerServer) -> None:
     status, body = request(server, "/api/value?base=12345.6&length=50&position=49&channel=7")
     assert status == 200
@@ -202,6 +224,8 @@ def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
 
 
 def test_the_page_script_computes_nothing() -> None:
+    scripts = sorted(p.relative_to(STATIC) for p in STATIC.rglob("*.js"))
+    assert scripts == sorted([Path("explore.js"), VENDORED])  # the vendored one is skipped
     script = (STATIC / "explore.js").read_text()
     assert not re.findall(r"Math\.(sin|cos|tan|pow|exp|log\w*|sqrt|atan\w*|hypot)\b", script)
     assert "http://" not in script
@@ -209,6 +233,35 @@ def test_the_page_script_computes_nothing() -> None:
     page = (STATIC / "index.html").read_text()
     assert "http" not in page.replace("http-equiv", "")
     assert "style=" not in page
+
+
+def test_the_charts_come_from_a_vendored_charting_library(server: ExplorerServer) -> None:
+    page = (STATIC / "index.html").read_text()
+    library = page.index(f'<script src="/static/{VENDORED.as_posix()}" defer></script>')
+    assert library < page.index('<script src="/static/explore.js" defer></script>')
+    folder = STATIC / VENDORED.parent
+    assert "Apache License" in (folder / "LICENSE").read_text()
+    assert "Apache ECharts" in (folder / "NOTICE").read_text()
+    readme = (folder / "README.md").read_text()
+    assert "6.1.0" in readme
+    assert "npm pack echarts@6.1.0" in readme
+    assert "Apache-2.0" in readme
+    status, body = request(server, f"/static/{VENDORED.as_posix()}")
+    assert status == 200
+    assert body == (STATIC / VENDORED).read_bytes()
+
+
+def test_the_server_is_flask_on_werkzeugs_threaded_server(server: ExplorerServer) -> None:
+    from werkzeug.serving import ThreadedWSGIServer
+
+    assert isinstance(server.app, flask.Flask)
+    assert isinstance(server.wsgi, ThreadedWSGIServer)
+    status, body = request(server, "/api/nothing-here")
+    assert status == 404
+    assert body == {"error": "no such page: /api/nothing-here"}
+    status, body = request(server, "/api/panels", method="PUT")
+    assert status == 405
+    assert body == {"error": "method PUT not allowed"}
 
 
 # -- uploads ----------------------------------------------------------------------------------
@@ -383,3 +436,14 @@ def test_the_server_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("convention", sorted(posenc.CONVENTIONS))
+def test_the_identify_example_offers_every_convention(
+    server: ExplorerServer, convention: str
+) -> None:
+    status, body = request(server, f"/api/panel/identify?convention={convention}&offset=5")
+    assert status == 200, body
+    numbers = {n["key"]: n["value"] for n in body["numbers"]}
+    assert numbers["convention"] == convention
+    assert numbers["offset"] == "5"

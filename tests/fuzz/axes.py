@@ -44,7 +44,7 @@ from .values import (
     scalings,
 )
 
-ORDERS = ("sectioned", "interleaved")
+ORDERS = ("sectioned", "interleaved", "turns_then_last")
 SCHEDULES = ("shared", "dealt", "per_axis")
 
 
@@ -67,6 +67,8 @@ def slot_axes(sections: Sequence[int], order: str) -> list[int]:
     n, count = sum(sections), len(sections)
     if order == "sectioned":
         return [a for a, s in enumerate(sections) for _ in range(s)]
+    if order == "turns_then_last" and count > 1:  # the others in turns, then the last's block
+        return slot_axes(sections[:-1], "interleaved") + [count - 1] * sections[-1]
     owner = [0] * n
     for a in range(1, count):
         mine = list(range(a, n, count))

@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import posenc
 from posenc import analysis
+from tests.tolerance import assert_close_ulp
 
 from .checks import check_rows, exact
 from .contract import DOUBTFUL, VALID, Args, choose, expect_array, run
@@ -142,7 +143,8 @@ def test_shift_matrix(data: st.DataObject) -> None:
         slack = 1e-12 + abs(float(k)) * (abs(math.log(b)) + 8) * EPS * 4 + float(np.max(err))
         assert np.allclose(got, after[0][paired], rtol=0, atol=slack), "M_k PE[p] != PE[p + k]"
         block = m[np.ix_(paired, paired)]
-        assert np.allclose(block @ block.T, np.eye(len(paired)), atol=1e-12), "not orthogonal"
+        # cos² + sin² of float64 angles: 2 ulps of 1
+        assert_close_ulp(block @ block.T, np.eye(len(paired)), ulps=2, what="M_k M_kᵀ")
 
     run(
         a.call(

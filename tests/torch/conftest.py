@@ -104,9 +104,23 @@ def _bias_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not outcomes:
         return
     terminalreporter.section("bias swap sweep")
+    covered = sweep.covered()
+    terminalreporter.write_line(
+        f"bias swap sweep: {len(outcomes)} model types checked, from {len(covered)} model "
+        f"directories: {', '.join(covered)}"
+    )
     width = max(len(name) for name in outcomes)
     for model_type, outcome in sorted(outcomes.items()):
         terminalreporter.write_line(f"  {model_type.ljust(width)}  {outcome}")
+    missing = sweep.not_covered()
+    version = sweep.transformers.__version__
+    terminalreporter.write_line(
+        f"with a bias but not covered by posenc in transformers {version} ({len(missing)}): "
+        f"{', '.join(missing) or '-'}"
+    )
+    for directory in missing:
+        reason = sweep.NOT_COVERED.get(directory, f"new since transformers {sweep.pinned.VERSION}")
+        terminalreporter.write_line(f"  {directory}: {reason}")
 
 
 # -- reference helpers -------------------------------------------------------------------------

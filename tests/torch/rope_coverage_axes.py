@@ -25,7 +25,7 @@ import importlib
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -183,10 +183,21 @@ def _efficientloftr(rotary: Any, config: Any) -> tuple[np.ndarray, torch.Tensor,
 
 #: Rotary classes whose forward builds its own grid: class name -> (rotary, config) ->
 #: (the coordinates the class uses (N, n_axes), cos, sin).
+def _gemma4_vision(rotary: Any, config: Any) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """Gemma 4's vision tower: ``(batch, patches, 2)`` ids, each patch's (column, row) as its
+    image processor makes them (``meshgrid(..., indexing="xy")``)."""
+    rows, columns = 5, 7
+    grid = torch.meshgrid(torch.arange(columns), torch.arange(rows), indexing="xy")
+    ids = torch.stack(grid, dim=-1).reshape(-1, 2)
+    cos, sin = rotary(torch.zeros(1), ids[None])
+    return ids.numpy(), cos, sin
+
+
 GRID_CALLS: dict[str, Callable[[Any, Any], tuple[np.ndarray, torch.Tensor, torch.Tensor]]] = {
     "Llama4VisionRotaryEmbedding": _llama4_vision,
     "EomtDinov3RotaryEmbedding": _eomt_dinov3,
     "EfficientLoFTRRotaryEmbedding": _efficientloftr,
+    "Gemma4VisionRotaryEmbedding": _gemma4_vision,
 }
 
 
@@ -216,7 +227,21 @@ def compare_copies(
     layout: str,
 ) -> str | None:
     """None when every copy of every pair of the class's cos/sin (laid out ``layout``) equals
-    the plan's (laid out for ``layer.pairs``) within ``tolerance`` (``(..., pairs)``)."""
+    the plan's (laid out for ``layer.pairs``) within ``tolerance`` (``(..., pairs)``). A
+    ``pairs_per_axis`` layer (Gemma 4's vision tower) is compared block by block."""
+    if getattr(layer, "pairs_per_axis", False):
+        for start, stop in axis_blocks(layer):
+            block = _Block(layer.pairs, 2 * (stop - start))
+            problem = compare_copies(
+                block,
+                (theirs[0][..., 2 * start : 2 * stop], theirs[1][..., 2 * start : 2 * stop]),
+                (ours[0][..., 2 * start : 2 * stop], ours[1][..., 2 * start : 2 * stop]),
+                tolerance[..., start:stop],
+                layout,
+            )
+            if problem is not None:
+                return f"the block of pairs {start}..{stop - 1}: {problem}"
+        return None
     n = layer.rotary_dim // 2
     for name, table, expected_table in zip(("cos", "sin"), theirs, ours, strict=True):
         lead = expected_table.shape[:-1]
@@ -234,6 +259,39 @@ def compare_copies(
     return None
 
 
+class _Block(NamedTuple):
+    """One axis's block of a ``pairs_per_axis`` layer, as :func:`compare_copies` reads it."""
+
+    pairs: str
+    rotary_dim: int
+
+
+def axis_blocks(layer: Any) -> list[tuple[int, int]]:
+    """The pair slots ``(start, stop)`` of each axis's block of a ``pairs_per_axis`` layer."""
+    blocks, start = [], 0
+    for axis in layer.slot_order:
+        blocks.append((start, start + layer.sections[axis]))
+        start += layer.sections[axis]
+    return blocks
+
+
+def apply_plan(layer: Any, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """posenc's rotation of ``x`` with the plan's tables (block by block for a
+    ``pairs_per_axis`` layer)."""
+    if not getattr(layer, "pairs_per_axis", False):
+        return posenc.apply_rotary(x, cos, sin, pairs=layer.pairs)
+    parts = [
+        posenc.apply_rotary(
+            x[..., 2 * a : 2 * b],
+            cos[..., 2 * a : 2 * b],
+            sin[..., 2 * a : 2 * b],
+            pairs=layer.pairs,
+        )
+        for a, b in axis_blocks(layer)
+    ]
+    return np.concatenate(parts, axis=-1)
+
+
 def _layouts(table_shape: tuple[int, ...], width: int) -> list[tuple[tuple[int, ...], int]]:
     """Query layouts to try: (shape, the axis of its single head)."""
     lead = table_shape[:-1]
@@ -246,10 +304,15 @@ def _layouts(table_shape: tuple[int, ...], width: int) -> list[tuple[tuple[int, 
     )
 
 
-def _rotate(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Any:
+def _rotate(
+    fn: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_axes: int
+) -> Any:
     names = list(inspect.signature(fn).parameters)
     if names[:3] == ["query", "key", "freqs_ci"]:
         return fn(q, k, torch.complex(cos, sin))
+    if names[:4] == ["x", "cos", "sin", "position_ids"]:  # one tensor, split per axis
+        ids = torch.zeros(*cos.shape[:-1], n_axes)  # only its last size is read
+        return fn(q, cos, sin, ids), fn(k, cos, sin, ids)
     return fn(q, k, cos, sin)
 
 
@@ -267,17 +330,14 @@ def compare_rotation(
     rng = np.random.default_rng(0)
     q_np, k_np = rng.standard_normal((2, tokens, width), dtype=np.float32)
     ours_cos, ours_sin = layer.cos_sin(positions.reshape(tokens, -1), dtype=np.float64)
-    ours = [
-        posenc.apply_rotary(t.astype(np.float64), ours_cos, ours_sin, pairs=layer.pairs)
-        for t in (q_np, k_np)
-    ]
+    ours = [apply_plan(layer, t.astype(np.float64), ours_cos, ours_sin) for t in (q_np, k_np)]
     failure = "no query layout fits it"
     for shape, head in _layouts(tuple(cos.shape), width):
         if math.prod(shape) != tokens * width:
             continue
         q, k = (torch.from_numpy(t).reshape(shape) for t in (q_np, k_np))
         try:
-            rotated = _rotate(fn, q, k, cos, sin)
+            rotated = _rotate(fn, q, k, cos, sin, len(layer.axes))
         except Exception as exc:
             failure = short(exc)
             continue

@@ -306,7 +306,7 @@ INIT_ERRORS = [
     pytest.param(
         {"convention": "bert"},
         ValueError,
-        "convention must be one of 'marian', 'paper', 'tensor2tensor', got 'bert'",
+        "convention must be one of 'marian', 'musicgen', 'paper', 'tensor2tensor', got 'bert'",
         id="convention",
     ),
     pytest.param(

@@ -27,10 +27,12 @@ from posenc import multi_axis_frequencies  # noqa: E402
 from tests.tolerance import assert_close_ulp  # noqa: E402
 from tests.torch.test_multi_axis_references import (  # noqa: E402
     THETA,
+    assert_rotation_within_recipe,
     diffusers_module,
     excess,
+    largest_angles,
     qwen_text_rotary,
-    tolerance,
+    rotation_bound,
     transformers_model,
 )
 
@@ -322,10 +324,11 @@ def test_qwen2_vl_text_rotary_through_the_module():
     theirs, _ = models.apply_rotary_pos_emb(q, q, cos, sin)
     rope = pt.RotaryEmbedding(head_dim, sections=section, base=THETA)
     ours, _ = rope(q, q, positions=hf_ids.permute(1, 2, 0))
-    atol = 4 * float(tolerance(ids, head_dim, sections=section, base=THETA).max())
-    assert excess(ours, theirs, np.full(ours.shape, atol)) <= 0
+    angles = largest_angles(ids, head_dim, sections=section, base=THETA)
+    assert_rotation_within_recipe(ours, theirs, q, angles)
     wrong = pt.RotaryEmbedding(head_dim, sections=section[::-1], base=THETA)
-    assert excess(wrong(q, q, positions=hf_ids.permute(1, 2, 0))[0], theirs, atol) > 0
+    wrong_rotated = wrong(q, q, positions=hf_ids.permute(1, 2, 0))[0]
+    assert excess(wrong_rotated, theirs, rotation_bound(q, angles)) > 0
 
 
 def test_flux_through_the_module():
@@ -342,12 +345,12 @@ def test_flux_through_the_module():
     kwargs = {"sections": [d // 2 for d in axes_dim], "schedule": "per_axis"}
     rope = pt.RotaryEmbedding(128, pairs="interleaved", **kwargs)
     ours = rope.rotate(x, positions=torch.from_numpy(ids))
-    atol = 4 * float(tolerance(ids, 128, pairs="interleaved", **kwargs).max())
-    assert excess(ours, theirs, np.full(ours.shape, atol)) <= 0
+    angles = largest_angles(ids, 128, pairs="interleaved", **kwargs)
+    assert_rotation_within_recipe(ours, theirs, x, angles)
     wrong = pt.RotaryEmbedding(128, pairs="half", **kwargs).rotate(
         x, positions=torch.from_numpy(ids)
     )
-    assert excess(wrong, theirs, np.full(ours.shape, atol)) > 0
+    assert excess(wrong, theirs, rotation_bound(x, angles)) > 0
 
 
 # -- CUDA -----------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
 from posenc import grid_positions, multi_axis_cos_sin, multi_axis_frequencies  # noqa: E402
+from tests.tolerance import RECIPE_ULPS, assert_close_float32_recipe, bound, eps  # noqa: E402
 from tests.torch.test_grid_timestep_references import timm_sincos  # noqa: E402
 
 
@@ -46,9 +47,8 @@ def as64(tensor: Any) -> np.ndarray:
     return np.asarray(torch.as_tensor(tensor).detach().to(torch.float64))
 
 
-def tolerance(positions: Any, head_dim: int, **kwargs: Any) -> np.ndarray:
-    """Per channel, ``2e-6 + 1e-6·|θ|`` with ``|θ| <= Σ_a |p[a]|·|F[a, k]|``: the float32
-    rounding of the reference's angles (its error grows with the angle) and of its tables."""
+def largest_angles(positions: Any, head_dim: int, **kwargs: Any) -> np.ndarray:
+    """Per channel of the tables, ``|θ| <= Σ_a |p[a]|·|F[a, k]|`` (float64)."""
     matrix = kwargs.get("frequencies")
     if matrix is None:
         keys = ("sections", "order", "schedule", "base", "scaling")
@@ -60,27 +60,57 @@ def tolerance(positions: Any, head_dim: int, **kwargs: Any) -> np.ndarray:
         theta = np.concatenate([theta, theta], axis=-1)
     else:
         theta = np.repeat(theta, 2, axis=-1)
-    return 2e-6 + 1e-6 * theta
+    return theta
 
 
-def excess(ours: Any, theirs: Any, atol: np.ndarray) -> float:
-    """The largest ``|ours - theirs| - atol``: <= 0 when every channel is within tolerance."""
+def tolerance(
+    positions: Any, head_dim: int, *, ulps: float = RECIPE_ULPS, **kwargs: Any
+) -> np.ndarray:
+    """Per channel, the bound of a reference that rounds its angles in float32: ``ulps``
+    float32 ulps at the scale ``|θ| + 1`` (``RECIPE_ULPS``, tests/tolerance.py: an ulp of the
+    angle, then sin/cos and the table's rounding; more where a call site says why)."""
+    scale = largest_angles(positions, head_dim, **kwargs) + 1
+    return bound(None, "float32", ulps, scale=scale)
+
+
+def assert_rotation_within_recipe(ours: Any, theirs: Any, x: Any, angles: np.ndarray) -> None:
+    """A rotation ``x·cos + rotate(x)·sin`` with the reference's float32 tables: two products
+    of tables within :func:`tolerance` (at the largest angle) and ``max|x|``."""
+    magnitude = float(np.abs(np.asarray(x, dtype=np.float64)).max())
+    mine = np.asarray(ours.detach() if hasattr(ours, "detach") else ours, dtype=np.float64)
+    assert_close_float32_recipe(
+        mine, as64(theirs), max_angle=float(angles.max()), magnitude=magnitude, terms=2
+    )
+
+
+def rotation_bound(x: Any, angles: np.ndarray) -> float:
+    """The bound of :func:`assert_rotation_within_recipe` as one number (for negative controls)."""
+    magnitude = float(np.abs(np.asarray(x, dtype=np.float64)).max())
+    return 2 * RECIPE_ULPS * eps("float32") * (float(angles.max()) + 1) * magnitude
+
+
+def excess(ours: Any, theirs: Any, allowed: np.ndarray | float) -> float:
+    """The largest ``|ours - theirs| - allowed``: <= 0 when every channel is within its bound
+    (:func:`tolerance`, :func:`rotation_bound`)."""
     ours, theirs = np.asarray(ours, dtype=np.float64), as64(theirs)
     assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
-    return float(np.max(np.abs(ours - theirs) - atol))
+    return float(np.max(np.abs(ours - theirs) - allowed))
 
 
-def assert_reproduces(theirs, positions, head_dim: int, wrong: dict, **kwargs: Any) -> None:
-    """posenc's (cos, sin) for ``kwargs`` equal ``theirs`` within :func:`tolerance`; with the
-    changes in ``wrong`` (other arguments, or other ``positions``) they do not."""
-    atol = tolerance(positions, head_dim, **kwargs)
+def assert_reproduces(
+    theirs, positions, head_dim: int, wrong: dict, *, ulps: float = RECIPE_ULPS, **kwargs: Any
+) -> None:
+    """posenc's (cos, sin) for ``kwargs`` equal ``theirs`` within :func:`tolerance` (``ulps``
+    of the angles); with the changes in ``wrong`` (other arguments, or other ``positions``)
+    they do not."""
+    allowed = tolerance(positions, head_dim, ulps=ulps, **kwargs)
     ours = multi_axis_cos_sin(positions, head_dim, **kwargs)
     for mine, ref in zip(ours, theirs, strict=True):
-        assert excess(mine, ref, atol) <= 0, (excess(mine, ref, atol), float(atol.max()))
+        assert excess(mine, ref, allowed) <= 0, (excess(mine, ref, allowed), allowed.max())
     changed = dict(kwargs, **wrong)
     bad_positions = changed.pop("positions", positions)
     bad = multi_axis_cos_sin(bad_positions, head_dim, **changed)
-    worst = max(excess(b, ref, atol) for b, ref in zip(bad, theirs, strict=True))
+    worst = max(excess(b, ref, allowed) for b, ref in zip(bad, theirs, strict=True))
     assert worst > 0, f"the negative control {wrong} passes the comparison"
 
 
@@ -183,8 +213,9 @@ def test_qwen_vl_apply_rotary_matches_hf() -> None:
     positions = np.moveaxis(ids, 0, -1)
     tables = multi_axis_cos_sin(positions, head_dim, sections=section, base=THETA)
     ours = posenc.apply_rotary(q.numpy(), *(t[:, None] for t in tables))  # (b, 1, s, d)
-    atol = 4 * float(tolerance(positions, head_dim, sections=section, base=THETA).max())
-    assert excess(ours, theirs, np.full(ours.shape, atol)) <= 0
+    assert_rotation_within_recipe(
+        ours, theirs, q, largest_angles(positions, head_dim, sections=section, base=THETA)
+    )
 
 
 def test_qwen3_5_partial_interleaved_mrope() -> None:
@@ -300,8 +331,7 @@ def test_flux_apply_rotary_matches_diffusers() -> None:
     ours = posenc.apply_rotary(
         x.numpy(), *multi_axis_cos_sin(ids, 32, **kwargs), pairs="interleaved"
     )
-    atol = 4 * float(tolerance(ids, 32, **kwargs).max())
-    assert excess(ours, theirs, np.full(ours.shape, atol)) <= 0
+    assert_rotation_within_recipe(ours, theirs, x, largest_angles(ids, 32, **kwargs))
 
 
 @pytest.mark.parametrize(
@@ -383,7 +413,10 @@ def test_ltx_video_rotary_pos_embed(dim: int, scale) -> None:
         cells = cells * np.array(scale) / np.array([20.0, 2048.0, 2048.0])
     positions = 2.0 * cells - 1.0  # ... mapped to [-1, 1]
     kwargs = {"frequencies": ltx_frequencies(dim, 10000.0), "pairs": "interleaved"}
-    assert_reproduces(theirs, positions, dim, {"pairs": "half"}, **kwargs)
+    # LTX rounds ω = θ^(j/(m-1)) in float32: the exponent's half-ulp rounding is ln(θ)/2
+    # ulps of ω (4.6 for θ = 1e4), so of the angle, one more for the power and the π/2
+    ulps = RECIPE_ULPS + math.log(10000.0) / 2 + 1
+    assert_reproduces(theirs, positions, dim, {"pairs": "half"}, ulps=ulps, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -232,6 +232,6 @@ def test_ids_drive_the_qwen2_vl_text_rotary_as_transformers() -> None:
         attention_mask=torch.from_numpy(mask),
     )
     mine = pt.multi_axis_cos_sin(ids, head_dim, sections=section, base=THETA)
-    atol = tolerance(ids.numpy(), head_dim, sections=section, base=THETA)
+    allowed = tolerance(ids.numpy(), head_dim, sections=section, base=THETA)
     for a, b in zip(mine, tables, strict=True):
-        assert excess(a, b, atol) <= 0
+        assert excess(a, b, allowed) <= 0

@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
+from tests.references import require  # noqa: E402
 from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 
 HF_REASON = "transformers is not installed (reference implementations for {})"
@@ -99,6 +100,24 @@ def test_fairseq_style_get_embedding(model, num_embeddings, dim, padding_idx):
     keep[padding_idx] = False
     # They compute in float32, so the tolerance grows with the largest position.
     assert_close_float32_recipe(ours[keep], reference[keep], max_angle=num_embeddings - 1)
+
+
+@pytest.mark.parametrize("model", ["musicgen", "musicgen_melody"])
+@pytest.mark.parametrize(
+    ("num_embeddings", "dim"), [(64, 4), (130, 5), (1026, 8), (2048, 11), (4096, 64)]
+)
+def test_musicgen_get_embedding(model, num_embeddings, dim):
+    # [cos | sin] halves of the tensor2tensor frequencies, a zero column for odd d, computed
+    # in float32 (frequencies and angles) by MusicGen and MusicGen-Melody alike.
+    name = "".join(part.capitalize() for part in model.split("_"))
+    module = require(f"transformers.models.{model}.modeling_{model}", HF_REASON.format(name))
+    cls = getattr(module, f"{name}SinusoidalPositionalEmbedding")
+    reference = cls.get_embedding(num_embeddings, dim)
+    ours = pt.sinusoidal(num_embeddings, dim, convention="musicgen", dtype=torch.float32)
+    assert reference.shape == ours.shape == (num_embeddings, dim)
+    assert_close_float32_recipe(ours, reference, max_angle=num_embeddings - 1)
+    swapped = pt.sinusoidal(num_embeddings, dim, convention="tensor2tensor", dtype=torch.float32)
+    assert float((swapped - reference).abs().max()) > 0.5  # the halves' order is what differs
 
 
 @pytest.mark.parametrize(("padding_idx", "offset"), [(1, 0), (1, 5), (0, 3)])

@@ -30,12 +30,9 @@ PINNED = pinned.VERSION
 
 #: directory -> the reason it is not reproduced (a part of the harness's reason).
 KNOWN_MISSING: dict[str, str] = {
-    # pair or axis layouts that no table describes
-    "gemma4": "pairs (i, i + head_dim/4) inside each half of the head",
-    "hunyuan_vl": "the two channels of a rotate_half pair turn with different axes",
-    "ernie4_5_vl_moe": "height and width take turns over the first sections[0] + sections[1]",
-    # its rotate_half returns (x2, -x1): it rotates by -angle, which no pair layout describes
-    "nanochat": "pairs 'half': q·k differs from apply_rotary_pos_emb",
+    # rotary forms that rope_plan refuses, by name (posenc.rope_plan's REFUSED)
+    "hunyuan_vl": "'hunyuan_vl_text' (at config.rope_parameters) uses XD-RoPE",
+    "nanochat": "'nanochat' (at config.rope_parameters) rotates by -θ",
     # angles from other inputs than position ids (the harness says which)
     "esmfold2": "3-D atom coordinates and a per-atom id",
     "musicflamingo": "products of audio timestamps",
@@ -196,7 +193,7 @@ def test_mrope_ids_come_from_the_model_and_differ_per_axis() -> None:
     layer = posenc.rope_plan(config).layer()
     positions = np.moveaxis(ids.numpy(), 0, -1)
     assert rope_coverage_axes.compare_tables(layer, positions, cos, sin, "half") is None
-    sectioned = dataclasses.replace(layer, interleaved_sections=False)
+    sectioned = dataclasses.replace(layer, interleaved_sections=False, order="sectioned")
     assert "differs by" in (
         rope_coverage_axes.compare_tables(sectioned, positions, cos, sin, "half") or ""
     )

@@ -26,7 +26,7 @@ import posenc  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, sinusoidal  # noqa: E402
 from tests.torch.conftest import core, round_once, same_bits  # noqa: E402
 
-CONVENTIONS = ("paper", "tensor2tensor", "marian")
+CONVENTIONS = tuple(sorted(posenc.CONVENTIONS))  # every registered convention
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -510,7 +510,7 @@ ERRORS = [
     pytest.param(
         lambda: PE(8, convention="bert"),
         ValueError,
-        "convention must be one of 'marian', 'paper', 'tensor2tensor', got 'bert'",
+        "convention must be one of 'marian', 'musicgen', 'paper', 'tensor2tensor', got 'bert'",
         id="convention",
     ),
     pytest.param(

@@ -6,9 +6,9 @@ the original's logits on a left-padded batch and the same greedy generation with
 (tokens and step logits), within 1e-4; feeding the swapped modules doubled positions must
 change the logits (the comparison can fail). This file covers one causal LM of each form
 (half, interleaved, one column per pair, complex phasors, per layer type, partial rotation)
-and the absolute tables (FSMT, M2M100, Marian, XGLM, MusicGen: generation with a KV cache, and
-the same control); tests/torch/test_swap_sweep.py runs every causal LM of transformers
-(``pytest -m sweep``).
+and the absolute tables (FSMT, M2M100, Marian, XGLM, MusicGen, MusicGen-Melody: generation with
+a KV cache, and the same control; MusicGen's also built in bfloat16 and float16);
+tests/torch/test_swap_sweep.py runs every causal LM of transformers (``pytest -m sweep``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from posenc.torch.hf import LlamaRotary, SwapReport, swap_positions  # noqa: E402
-from tests.tolerance import assert_close_ulp  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 from tests.torch import tiny_models  # noqa: E402
 
 MODEL_ULPS = tiny_models.MODEL_ULPS
@@ -281,6 +281,23 @@ def _musicgen():
     return transformers.MusicgenForCausalLM(config).eval(), inputs
 
 
+def _musicgen_melody():
+    # MusicGen-Melody's module is called with inputs_embeds (b, s, d) and returns (s, d)
+    config = transformers.MusicgenMelodyDecoderConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
+        max_position_embeddings=64, num_codebooks=2, pad_token_id=63, bos_token_id=63,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ids = torch.randint(0, 63, (2 * 2, 7), generator=torch.Generator().manual_seed(1))
+    inputs = {
+        "input_ids": ids,  # (batch · codebooks, s)
+        "pad_token_id": 63,
+        "decoder_start_token_id": 63,
+        "num_return_sequences": 1,
+    }
+    return transformers.MusicgenMelodyForCausalLM(config).eval(), inputs
+
+
 def _trocr():
     config = transformers.TrOCRConfig(
         vocab_size=100, d_model=32, decoder_layers=1, decoder_attention_heads=2,
@@ -311,7 +328,10 @@ ABSOLUTE = {
         "model.decoder.embed_positions": ("tensor2tensor", "fairseq numbering"),
     }),
     "musicgen": (_musicgen, {
-        "model.decoder.embed_positions": ("tensor2tensor, cos first", "of (b, k, s)"),
+        "model.decoder.embed_positions": ("musicgen", "of (b, k, s)"),
+    }),
+    "musicgen_melody": (_musicgen_melody, {
+        "model.decoder.embed_positions": ("musicgen", "of inputs_embeds (b, s, d)"),
     }),
 }  # fmt: skip
 
@@ -333,6 +353,22 @@ def test_absolute_tables_are_swapped_and_generation_is_unchanged(model):
     control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)
     steps = zip(control.logits, theirs.logits, strict=True)
     assert max(float((a - b).abs().max()) for a, b in steps) > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("model_type", ["musicgen", "musicgen_melody"])
+def test_musicgen_tables_are_swapped_in_16_bits(model_type, dtype):
+    # built as from_pretrained(dtype=) builds: MusicGen's float32 table is cast to 16 bits
+    original, swapped, report = tiny_models.build_pair(model_type, dtype)
+    assert report.names == ["model.decoder.embed_positions"], str(report)
+    assert report.replaced[0].layout == "musicgen"
+    module = swapped.model.decoder.embed_positions
+    assert module(torch.zeros(1, 5, module.sinusoidal.d_model, dtype=dtype)).dtype == dtype
+    tiny_models.compare_16_bits(original, swapped, dtype)
+    control = tiny_models.control(swapped, report)
+    if dtype == torch.float16:  # the bfloat16 bound is eight times wider (test_swap_sweep.py)
+        with pytest.raises(AssertionError):
+            tiny_models.compare_16_bits(original, control, dtype)
 
 
 def test_attributes_the_model_reads_from_its_rotary_module_are_kept():
@@ -383,7 +419,8 @@ def test_pegasus_x_table_computed_on_the_fly_is_swapped():
     module = original.model.encoder.embed_positions
     theirs = module(torch.zeros(1, 300, 32))[0].double()  # computed in float32
     ours = torch.from_numpy(posenc.sinusoidal(300, 32, convention="tensor2tensor", dtype="f8"))
-    assert float((theirs - ours).abs().max()) < 1e-4  # the same table, within float32's error
+    # the same table: Pegasus-X rounds p·ω in float32 (positions < 300)
+    assert_close_float32_recipe(theirs, ours, max_angle=299)
     swapped = copy.deepcopy(original)
     report = swap_positions(swapped)
     expected = ["model.encoder.embed_positions", "model.decoder.embed_positions"]
@@ -392,7 +429,8 @@ def test_pegasus_x_table_computed_on_the_fly_is_swapped():
     half = swapped.model.encoder.embed_positions(torch.zeros(2, 7, 32, dtype=torch.float16))
     assert half.dtype == torch.float16  # the embeddings' dtype, as Pegasus-X returns
     assert half.shape == (2, 7, 32)
-    torch.testing.assert_close(half[1].double(), ours[:7], rtol=0, atol=5e-4)
+    # posenc's float64 table rounded once to float16: half an ulp of each value (<= 1)
+    assert_close_ulp(half[1], ours[:7], ulps=1, dtype=torch.float16)
     theirs_run = tiny_models.generate(original, **inputs)
     tiny_models.assert_same_generation(tiny_models.generate(swapped, **inputs), theirs_run)
     control = tiny_models.generate(tiny_models.control(swapped, report), **inputs)

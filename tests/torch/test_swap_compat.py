@@ -11,6 +11,7 @@ transformers outside the ``hf`` extra's range is refused with both versions name
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import re
 import sys
@@ -29,6 +30,7 @@ from posenc.torch.hf import (  # noqa: E402
     MarianPositions,
     swap_positions,
 )
+from tests.tolerance import assert_close_float32_recipe  # noqa: E402
 
 PAD = 1
 IDS = torch.tensor([[5, 6, 7, 8, 9], [PAD, PAD, 7, 8, 9]])
@@ -101,7 +103,9 @@ def test_modules_called_with_cache_length_are_swapped(name):
     for length in (0, 3):
         theirs = module(first, cache_length=length)
         ours = new(first, cache_length=length)
-        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+        # the pinned classes build their tables in float32, rounding p·ω: positions are
+        # at most PAD + 1 + s + 3 (fairseq numbering), rows past .. past+s-1 (Marian)
+        assert_close_float32_recipe(ours, theirs, max_angle=PAD + 1 + IDS.shape[1] + length)
 
 
 def test_the_drop_ins_take_either_name_and_refuse_both():
@@ -158,3 +162,77 @@ def test_a_supported_transformers_is_swapped(monkeypatch, version):
 def test_models_without_transformers_modules_are_not_checked(monkeypatch):
     monkeypatch.setattr(sys.modules["transformers"], "__version__", "4.57.1")
     assert not swap_positions(nn.Sequential(nn.Linear(2, 2))).replaced
+
+
+# -- GPT-J and CodeGen's rotary module (transformers 5.24 on) ---------------------------------
+
+
+def _gptj_rotary(rows: int = 64, dim: int = 16, build_dtype=None):
+    """transformers 5.24's GPTJRotaryEmbedding (CodeGen's is the same but for the final
+    ``.to(x.dtype)``), around the pinned release's own ``create_sinusoidal_positions``, which
+    fills its ``[sin | cos]`` buffer; ``build_dtype``: the default dtype it is built under."""
+    from transformers.models.gptj import modeling_gptj as m
+
+    class GPTJRotaryEmbedding(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.max_positions, self.pos_embd_dim = rows, dim
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(build_dtype or previous)
+            try:
+                table = m.create_sinusoidal_positions(rows, dim)
+            finally:
+                torch.set_default_dtype(previous)
+            self.embed_positions = nn.Buffer(table, persistent=False)
+
+        def forward(self, x, position_ids):
+            sincos = self.embed_positions[position_ids].to(x.dtype)
+            sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+            return sin, cos
+
+    return GPTJRotaryEmbedding()
+
+
+def test_a_rotary_module_reading_a_sin_cos_table_is_swapped():
+    module = _gptj_rotary()
+    holder = nn.Module()
+    holder.rotary_emb = module
+    report = swap_positions(holder)
+    assert report.names == ["rotary_emb"], str(report)
+    assert report.replaced[0].layout == "columns_sin_first"
+    assert report.replaced[0].detail == "default, r=16"
+    new = holder.rotary_emb
+    assert new.max_positions == 64  # the attributes a model may read are kept
+    ids = torch.stack([torch.arange(64), torch.arange(64).flip(0)])  # rows differ
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        x = torch.zeros(1, dtype=dtype)
+        (sin, cos), (our_sin, our_cos) = module(x, ids), new(x, ids)
+        assert our_sin.dtype == our_cos.dtype == dtype
+        ulp = float(torch.finfo(dtype).eps)  # a float32 build and posenc's, each rounded once
+        torch.testing.assert_close(our_sin, sin, rtol=0, atol=ulp + 4e-6)
+        torch.testing.assert_close(our_cos, cos, rtol=0, atol=ulp + 4e-6)
+    far = new(torch.zeros(1), torch.tensor([[100, 5000]]))  # beyond its 64 rows: computed
+    assert far[0].shape == (1, 2, 8)
+
+
+def test_a_sin_cos_table_built_in_16_bits_is_left():
+    # under a 16-bit default dtype, create_sinusoidal_positions rounds its frequencies to it
+    holder = nn.Module()
+    holder.rotary_emb = _gptj_rotary(build_dtype=torch.bfloat16)
+    report = swap_positions(holder)
+    assert not report.replaced, str(report)
+    assert "its table matches no sinusoidal convention" in report.left[0].reason
+
+
+def test_gptj_and_codegen_rotary_modules_of_the_installed_release_are_swapped():
+    from tests.torch import tiny_models
+
+    for model_type in ("gptj", "codegen"):
+        module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+        if not any(name.endswith("RotaryEmbedding") for name in vars(module)):
+            pytest.skip(
+                f"transformers {transformers.__version__}: no rotary module in {model_type}"
+            )
+        original, swapped, report = tiny_models.build_pair(model_type)
+        assert report.names == ["transformer.rotary_emb"], str(report)
+        tiny_models.compare(original, swapped)

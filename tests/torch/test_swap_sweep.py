@@ -53,17 +53,26 @@ MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 #: model type -> why positional modules whose values posenc reproduces stay in place (a part
 #: of the report's reason). The sweep fails when one of them is swapped now (update the table).
 EXPECTED_LEFT: dict[str, str] = {
-    # the sin/cos table is a buffer of each attention layer, read inside its forward
+    # the sin/cos table is a buffer of each attention layer, read inside its forward (from
+    # transformers 5.24 on, a rotary module of the model reads it, and is swapped)
     "codegen": "its 'embed_positions' is the 'marian' table, but its call is not understood",
     "gptj": "its 'embed_positions' is the 'marian' table, but its call is not understood",
     # the table is a buffer of the whole model, read inside its forward
     "ctrl": "its 'pos_encoding' is the 'marian' table, but its call is not understood",
 }
 
+#: model type -> the rotary form posenc.rope_plan refuses for it (a part of the report's
+#: reason): its rotary modules must be left, by that name, in every dtype. posenc does not
+#: cover these models, and the summary lists them so.
+REFUSED_FORMS: dict[str, str] = {
+    "nanochat": "model_type 'nanochat' (at config.rope_parameters) rotates by -θ",
+}
+
 #: model type -> why its positional modules stay in bfloat16 and float16, where that differs
 #: from :data:`EXPECTED_LEFT`: built under a 16-bit default dtype, these models compute their
 #: sinusoidal table's frequencies in that dtype (off by 0.049 in bfloat16 at row 503), so it is
 #: no sinusoidal table posenc reproduces.
+#: The same holds for their rotary module from transformers 5.24 on (its buffer is that table).
 EXPECTED_LEFT_16: dict[str, str] = {
     "codegen": "its table matches no sinusoidal convention",
     "gptj": "its table matches no sinusoidal convention",
@@ -213,10 +222,15 @@ def _left_as_expected(model_type: str, swapped: Any, report: Any, bits: int = 32
     """The outcome, after checking that what was left is what :data:`EXPECTED_LEFT` (and, in
     16 bits, :data:`EXPECTED_LEFT_16`) says."""
     left = reproduced_but_left(swapped, report)
+    if model_type in REFUSED_FORMS:
+        assert not report.replaced, f"{model_type} is swapped now: update REFUSED_FORMS\n{report}"
+        assert all(REFUSED_FORMS[model_type] in x.reason for x in report.left), str(report)
     if bits == 16 and model_type in EXPECTED_LEFT_16:
         assert not report.replaced, f"{model_type} is swapped now: update EXPECTED_LEFT_16"
         assert EXPECTED_LEFT_16[model_type] in " ".join(x.reason for x in report.left)
         return f"left as expected: {EXPECTED_LEFT_16[model_type]}"
+    if model_type in EXPECTED_LEFT and report.replaced and not left and _gap(model_type):
+        return _outcome(report)  # another release, whose modules posenc replaces (GPT-J 5.24)
     if model_type in EXPECTED_LEFT:
         reasons = " ".join(x.reason for x in report.left)
         assert left, f"{model_type} is swapped now: remove it from EXPECTED_LEFT\n{report}"

@@ -46,7 +46,6 @@ PINNED = "5.23.0"
 
 #: Towers checked on the plan only, and why no table is compared.
 PLAN_ONLY = {
-    "gemma4_vision": "its pair layout has no table (the plan's layer is unsupported)",
     "glm_image_vision": "its model has no rotary embedding (the plan rotates nothing)",
 }
 
@@ -192,10 +191,14 @@ def test_the_rotary_class_gives_the_plans_tables(model: str) -> None:
     data, vision = file_config(model, config)
     layer = posenc.rope_plan(data, vision=vision).layer()
     directory = module.__name__.split(".")[-2]
-    ids = rope_coverage_axes.vision_positions(directory, module, config, len(layer.axes))
+    grid_call = rope_coverage_axes.GRID_CALLS.get(rotary_class.__name__)
     with torch.no_grad():
-        cos, sin = rotary_class(config)(torch.zeros(1), ids)
-    positions = ids.numpy()
+        if grid_call is not None:  # a class called with its model's own grid of ids
+            positions, cos, sin = grid_call(rotary_class(config), config)
+        else:
+            ids = rope_coverage_axes.vision_positions(directory, module, config, len(layer.axes))
+            cos, sin = rotary_class(config)(torch.zeros(1), ids)
+            positions = ids.numpy()
     tolerance = ulps(positions, layer.axis_frequencies().frequencies)
     ours = layer.cos_sin(positions, dtype=np.float64)
     listed = directory in INTERLEAVED_TABLE or rotary_class.__name__ in INTERLEAVED_TABLE
@@ -227,13 +230,8 @@ def test_the_tolerance_is_tight_enough_to_fail() -> None:
 @pytest.mark.parametrize("model", sorted(PLAN_ONLY))
 def test_plan_only_towers_say_why(model: str) -> None:
     _, plan = object_plan(model)
-    rotating = [layer for layer in plan.kinds.values() if layer.uses_positions]
-    if model == "glm_image_vision":
-        assert not rotating
-        module = importlib.import_module(
-            CLASSES[model].__module__.replace("configuration_", "modeling_")
-        )
-        assert _rotary_class(module, CLASSES[model]) is None
-    else:
-        assert rotating
-        assert all(layer.unsupported for layer in rotating)
+    assert not [layer for layer in plan.kinds.values() if layer.uses_positions]
+    module = importlib.import_module(
+        CLASSES[model].__module__.replace("configuration_", "modeling_")
+    )
+    assert _rotary_class(module, CLASSES[model]) is None

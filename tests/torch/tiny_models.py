@@ -171,6 +171,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "adapter_rank": 8,
     },
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
+    # one codebook: the prompts, (b, s), are then MusicGen's (b · codebooks, s) input ids
+    "musicgen": {"num_codebooks": 1},
+    "musicgen_melody": {"num_codebooks": 1},
     # the class default has no rope parameters for its layer type
     "cohere_compass_text": {
         "head_dim": 128,  # the rotary sections its checkpoints use need it
@@ -287,6 +290,15 @@ def _merged(small: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: model type -> generation settings its generate() needs and its default config lacks
+#: (MusicGen pads its delay pattern with the decoder start token and reads
+#: num_return_sequences unguarded).
+GENERATION: dict[str, dict[str, Any]] = {
+    "musicgen": {"decoder_start_token_id": 1, "num_return_sequences": 1},
+    "musicgen_melody": {"decoder_start_token_id": 1, "num_return_sequences": 1},
+}
+
+
 def model_class(model_type: str) -> Any:
     """The causal LM class of ``model_type`` (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)."""
     auto = importlib.import_module("transformers.models.auto.modeling_auto")
@@ -333,6 +345,8 @@ def build_pair(model_type: str, dtype: Any = None) -> tuple[Any, Any, SwapReport
         for name, parameter in original.named_parameters():
             if name.endswith(ZERO_AT_INIT.get(model_type, "\0")):
                 parameter.fill_(1.0)
+    for key, value in GENERATION.get(model_type, {}).items():
+        setattr(original.generation_config, key, value)
     swapped = copy.deepcopy(original)
     return original, swapped, swap_positions(swapped)
 
@@ -421,14 +435,22 @@ def compare_16_bits(original: Any, swapped: Any, dtype: Any) -> list[str]:
     """
     reference = logits(original)
     bound = tolerance_16_bits(dtype, reference)
-    torch.testing.assert_close(logits(swapped).float(), reference.float(), rtol=0, atol=bound)
+    largest = float(reference.float().abs().max())
+
+    def within_bound(ours: Any, theirs: Any, what: str) -> None:
+        # K_16_BITS ulps of dtype at the largest logit (the error model: tolerance_16_bits)
+        assert_close_ulp(ours, theirs, ulps=K_16_BITS, dtype=dtype, scale=largest, what=what)
+
+    within_bound(logits(swapped), reference, "left-padded logits")
     ours, theirs = generate(swapped), generate(original)
-    start = ours.sequences.shape[1] - NEW_TOKENS
+    # (b, s), or MusicGen's (b, codebooks, s): one row per row of step logits
+    mine, their = (g.sequences.reshape(-1, g.sequences.shape[-1]) for g in (ours, theirs))
+    start = mine.shape[1] - NEW_TOKENS
     ties: list[str] = []
-    for row in range(ours.sequences.shape[0]):
+    for row in range(mine.shape[0]):
         for step, (a, b) in enumerate(zip(ours.logits, theirs.logits, strict=True)):
-            torch.testing.assert_close(a[row].float(), b[row].float(), rtol=0, atol=bound)
-            token, expected = ours.sequences[row, start + step], theirs.sequences[row, start + step]
+            within_bound(a[row], b[row], f"row {row}, step {step} logits")
+            token, expected = mine[row, start + step], their[row, start + step]
             if token == expected:
                 continue
             margin = float(_top2_margin(b[row]))

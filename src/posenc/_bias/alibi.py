@@ -39,15 +39,23 @@ array([0.25      , 0.0625    , 0.015625  , 0.00390625])
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from .._checks import as_float, check_float_dtype, check_sequence
-from .positions import as_positions, bfloat16_round, cast_bias, check_count, check_pairs
+from .positions import as_positions, bfloat16_round, cast_in_blocks, check_count, check_pairs
 
-__all__ = ["ALIBI_FORMS", "AlibiConvention", "AlibiForm", "alibi_bias", "alibi_slopes"]
+__all__ = [
+    "ALIBI_FORMS",
+    "AlibiConvention",
+    "AlibiForm",
+    "alibi_bias",
+    "alibi_blocks",
+    "alibi_slopes",
+]
 
 AlibiForm = Literal["distance", "relative", "key"]
 AlibiConvention = Literal["exact", "bloom", "mpt", "falcon"]
@@ -192,17 +200,50 @@ def alibi_bias(
     if form not in ALIBI_FORMS:
         raise ValueError(f"form must be one of {ALIBI_FORMS}, got {form!r}")
     out_dtype = check_float_dtype("dtype", dtype)
+    shape, block = alibi_blocks(
+        heads, query_positions, key_positions, form=form, max_bias=max_bias, shard=shard,
+        convention=convention,
+    )  # fmt: skip
+    out = np.empty(shape, dtype=out_dtype)
+
+    def store(rows: slice, values: npt.NDArray[Any]) -> None:
+        out[:, rows] = values + 0.0  # rounded once; + 0.0 turns negative zeros into zeros
+
+    cast_in_blocks(shape, block, store, float(np.finfo(out_dtype).max), out_dtype.name)
+    return out
+
+
+def alibi_blocks(
+    heads: int,
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    form: AlibiForm = "distance",
+    max_bias: float = 8.0,
+    shard: tuple[int, int] | None = None,
+    convention: AlibiConvention = "exact",
+) -> tuple[tuple[int, int, int], Callable[[slice], npt.NDArray[Any]]]:
+    """The arguments of :func:`alibi_bias`, checked: the bias's shape ``(heads, q, k)`` and
+    ``block(rows)``, its values ``[:, rows, :]`` before the cast to ``dtype`` (float64 for
+    ``"exact"``, else the framework's float32 values)."""
+    if form not in ALIBI_FORMS:
+        raise ValueError(f"form must be one of {ALIBI_FORMS}, got {form!r}")
     slopes = alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=convention)
     query = as_positions("query_positions", query_positions)
     key = as_positions("key_positions", key_positions)
     check_pairs("heads, query_positions and key_positions", (slopes.size, query.size, key.size))
-    if form == "key":
-        factor = np.broadcast_to(key[None, :], (query.size, key.size))
-    elif form == "relative":
-        factor = key[None, :] - query[:, None]
-    else:
-        factor = -np.abs(key[None, :] - query[:, None])
-    return cast_bias(_scaled(slopes, factor, convention), out_dtype)
+
+    def block(rows: slice) -> npt.NDArray[Any]:
+        part = query[rows]
+        if form == "key":
+            factor = np.broadcast_to(key[None, :], (part.size, key.size))
+        elif form == "relative":
+            factor = key[None, :] - part[:, None]
+        else:
+            factor = -np.abs(key[None, :] - part[:, None])
+        return _scaled(slopes, factor, convention)
+
+    return (slopes.size, query.size, key.size), block
 
 
 def _scaled(

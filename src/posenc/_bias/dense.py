@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from .._checks import check_float_dtype
 from .buckets import BucketConvention, t5_buckets
-from .positions import cast_bias, check_pairs, check_parameter, relative_positions
+from .positions import as_positions, cast_in_blocks, check_pairs, check_parameter
 
 __all__ = ["t5_bias"]
 
@@ -61,13 +61,26 @@ def t5_bias(
         )
     weights = np.stack([check_parameter("table", column) for column in values.T], axis=1)
     out_dtype = check_float_dtype("dtype", dtype)
-    relative = relative_positions(query_positions, key_positions)
-    check_pairs("table, query_positions and key_positions", (weights.shape[1], *relative.shape))
-    buckets = t5_buckets(
-        relative,
-        bidirectional=bidirectional,
-        num_buckets=num_buckets,
-        max_distance=max_distance,
-        convention=convention,
-    )
-    return cast_bias(np.moveaxis(weights[buckets], -1, 0), out_dtype)
+    query = as_positions("query_positions", query_positions)
+    key = as_positions("key_positions", key_positions)
+    check_pairs("query_positions and key_positions", (query.size, key.size), copies=2)
+    shape = (weights.shape[1], query.size, key.size)
+    check_pairs("table, query_positions and key_positions", shape)
+
+    def buckets(relative: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return t5_buckets(
+            relative, bidirectional=bidirectional, num_buckets=num_buckets,
+            max_distance=max_distance, convention=convention,
+        )  # fmt: skip
+
+    buckets(np.zeros(0, dtype=np.int64))  # checks the settings, even for no pairs
+    out = np.empty(shape, dtype=out_dtype)
+
+    def block(rows: slice) -> npt.NDArray[np.float64]:
+        return np.moveaxis(weights[buckets(key[None, :] - query[rows, None])], -1, 0)
+
+    def store(rows: slice, values: npt.NDArray[Any]) -> None:
+        out[:, rows] = values + 0.0  # rounded once; + 0.0 turns negative zeros into zeros
+
+    cast_in_blocks(shape, block, store, float(np.finfo(out_dtype).max), out_dtype.name)
+    return out

@@ -18,6 +18,7 @@ array([[ 0,  1,  2],
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,14 +35,17 @@ from .._checks import (
 )
 
 __all__ = [
+    "BLOCK_VALUES",
     "as_positions",
     "bfloat16_round",
     "cast_bias",
+    "cast_in_blocks",
     "check_count",
     "check_fits",
     "check_offset",
     "check_pairs",
     "check_parameter",
+    "query_blocks",
     "relative_positions",
 ]
 
@@ -211,3 +215,46 @@ def cast_bias(values: npt.NDArray[Any], dtype: np.dtype[Any]) -> npt.NDArray[Any
     check_fits(values, float(np.finfo(dtype).max), dtype.name)
     result: npt.NDArray[Any] = (values + 0.0).astype(dtype)
     return result
+
+
+#: About how many values one block of a dense bias holds (8 MiB in float64): a bias is built
+#: a block of query rows at a time, so no float64 array of the whole ``(heads, q, k)`` exists.
+BLOCK_VALUES = 1 << 20
+
+
+def query_blocks(queries: int, per_query: int, size: int | None = None) -> list[slice]:
+    """Consecutive slices of ``range(queries)`` of about ``size // per_query`` rows each (at
+    least one row), where a query row holds ``per_query`` values; ``size`` defaults to
+    :data:`BLOCK_VALUES`.
+
+    >>> query_blocks(5, 4, size=8)
+    [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
+    """
+    step = max(1, (BLOCK_VALUES if size is None else size) // max(1, per_query))
+    return [slice(start, min(start + step, queries)) for start in range(0, queries, step)]
+
+
+def cast_in_blocks(
+    shape: tuple[int, int, int],
+    block: Callable[[slice], npt.NDArray[Any]],
+    store: Callable[[slice, npt.NDArray[Any]], None],
+    largest: float,
+    dtype_name: str,
+    size: int | None = None,
+) -> None:
+    """Build a ``(heads, q, k)`` bias a block of query rows at a time: ``block(rows)`` gives
+    the values of ``[:, rows, :]`` (float64, or a framework's float32), ``store(rows, values)``
+    rounds them once into the result. Every value is computed as the whole array would
+    compute it, so the result is bit for bit the same; only a block is ever held in float64.
+
+    A value beyond ``largest`` (the output dtype's largest finite number) is refused as
+    :func:`check_fits` refuses it, naming the largest magnitude of the whole bias.
+    """
+    heads, queries, keys = shape
+    blocks = query_blocks(queries, heads * keys, size)
+    for rows in blocks:
+        values = block(rows)
+        if values.size and float(np.max(np.abs(values))) > largest:
+            peak = max(float(np.max(np.abs(block(r)), initial=0.0)) for r in blocks)
+            check_fits(np.array([peak]), largest, dtype_name)
+        store(rows, values)

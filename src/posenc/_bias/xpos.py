@@ -44,7 +44,9 @@ def xpos_scales(
         pairs: ``"interleaved"`` (channels 2k, 2k+1 share ζ_k; rotary-embedding-torch and
             torchscale) or ``"half"`` (channels k and k + d/2).
 
-    Accuracy: within a few float64 ulps of the exact power.
+    Accuracy: within a few float64 ulps of the exact power. A position whose scale or its
+    inverse is beyond float64 (``|p| / scale_base`` above about ``708 / |ln ζ_0|``) is a
+    ``ValueError``, never an infinite or zero scale.
 
     >>> xpos_scales(2, 2, scale_base=1.0)
     array([[1.        , 1.        ],
@@ -64,8 +66,19 @@ def xpos_scales(
         positions = np.arange(length)
     where = check_positions("positions", positions).astype(np.float64)
     check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
+    check_allocation("head_dim", (dim // 2,), 8, 2)
     zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
-    scales = zeta ** (where[..., None] / base)
+    with np.errstate(over="ignore", under="ignore"):  # refused below by name
+        scales = zeta ** (where[..., None] / base)
+    beyond = ~np.isfinite(scales) | (scales < np.finfo(np.float64).tiny)
+    if beyond.any():  # the query scale or its inverse (the key's) is not a float64
+        first = where[beyond.any(axis=-1)].flat[0]
+        limit = np.log(np.finfo(np.float64).tiny) / np.log(zeta[0])
+        raise ValueError(
+            f"positions: xPos scales of position {first:g} are beyond float64 "
+            f"(ζ^(position / scale_base) with ζ = {zeta[0]:.6g}, scale_base = {base:g}); "
+            f"|position| / scale_base must stay below {limit:.6g}"
+        )
     if pairs == "interleaved":
         return np.repeat(scales, 2, axis=-1)
     return np.concatenate([scales, scales], axis=-1)

@@ -27,17 +27,27 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
+from .._features import PairLayout
 from .config_values import boolean, integers
-from .multi_axis import AxisOrder, AxisSchedule, MultiAxisFrequencies, multi_axis_frequencies
+from .multi_axis import (
+    AxisOrder,
+    AxisSchedule,
+    MultiAxisFrequencies,
+    multi_axis_cos_sin,
+    multi_axis_frequencies,
+)
 from .scaling import RopeScaling
 
 __all__ = [
     "AXES_BY_MODEL",
     "MROPE_DEFAULTS",
+    "MROPE_ORDERS",
     "AxisLayout",
     "ModelAxes",
     "axial_layout",
+    "block_tables",
     "layout_frequencies",
     "mrope_layout",
     "text_layout",
@@ -58,6 +68,8 @@ class AxisLayout(NamedTuple):
         schedule: ``"shared"``, ``"dealt"`` or ``"per_axis"``.
         slot_order: the axes (indices into ``axes``) in the order they take pair slots.
         source: where the layout comes from (a config key, or the model's function).
+        pairs_per_axis: each axis's pairs rotate inside a block of channels of their own
+            (Gemma 4's vision tower), instead of one layout over all rotated channels.
     """
 
     axes: tuple[str, ...]
@@ -66,6 +78,7 @@ class AxisLayout(NamedTuple):
     schedule: AxisSchedule
     slot_order: tuple[int, ...]
     source: str
+    pairs_per_axis: bool = False
 
 
 class ModelAxes(NamedTuple):
@@ -78,6 +91,7 @@ class ModelAxes(NamedTuple):
     source: str = ""
     note: str = ""
     whole_hidden: bool = False  # it rotates the hidden state before the heads split
+    pairs_per_axis: bool = False  # each axis rotates its own block with its own pair layout
 
 
 def _vision(module: str, owner: str, **kwargs: Any) -> ModelAxes:
@@ -104,6 +118,11 @@ AXES_BY_MODEL: Mapping[str, ModelAxes] = MappingProxyType(
             slot_order=(1, 0),
             note="its rotary class builds the patch grid itself: (row + 1, column + 1) per "
             "patch, and the class token last with angle 0",
+        ),
+        # [x, x, y, y]: each axis's half of the head rotated with its own rotate_half; the
+        # image processor gives each patch (x, y) = (column, row)
+        "gemma4_vision": _vision(
+            "gemma4", "apply_multidimensional_rope", axes=_WH, pairs_per_axis=True
         ),
         # (t, h, w) patch coordinates, 2 * ((head_dim // 3) // 2) channels each
         "minimax_m3_vl_vision": _vision(
@@ -170,9 +189,24 @@ MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxy
             ["glm4v_text", "glm_ocr_text", "glm4v_moe_text", "glm_image_text"],
             ((8, 12, 12), False),
         ),
-        # its own layout (height and width in turns, then time): see MODEL_NOTES in models
+        # its own layout (height and width in turns, then time): MROPE_ORDERS
         "ernie4_5_vl_moe_text": ((22, 22, 20), False),
         "neomme": (None, True),
+    }
+)
+
+#: M-RoPE text models whose code lays out the axes otherwise than ``mrope_interleaved`` says:
+#: model_type -> (order, slot_order, the function that decides it). ``mrope_section`` lists
+#: the sections in slot order.
+MROPE_ORDERS: Mapping[str, tuple[AxisOrder, tuple[int, ...], str]] = MappingProxyType(
+    {
+        # Ernie4_5_VLMoeTextRotaryEmbedding: h and w in turns over the first
+        # mrope_section[0] + mrope_section[1] pairs, then t; the (t, h, w) ids in that order
+        "ernie4_5_vl_moe_text": (
+            "turns_then_last",
+            (1, 2, 0),
+            f"{_M}ernie4_5_vl_moe.modeling_ernie4_5_vl_moe.Ernie4_5_VLMoeTextRotaryEmbedding",
+        ),
     }
 )
 
@@ -212,14 +246,21 @@ def mrope_layout(
 
 
 def text_layout(
-    sections: tuple[int, ...] | None, interleaved: bool, source: str, n_pairs: int
+    sections: tuple[int, ...] | None,
+    interleaved: bool,
+    source: str,
+    n_pairs: int,
+    model_type: str | None = None,
 ) -> tuple[AxisLayout, str]:
     """The :class:`AxisLayout` of an M-RoPE text layer with ``n_pairs`` rotated pairs, and a
     note when the first section is not the one the config gives.
 
     Interleaved M-RoPE (Qwen3-VL's ``recomposition_frequencies``) places the pairs of axes 1, 2,
-    ... and gives the first axis every other pair: ``sections[0]`` is not read.
+    ... and gives the first axis every other pair: ``sections[0]`` is not read. A model of
+    :data:`MROPE_ORDERS` has its own layout.
     """
+    if model_type is not None and model_type in MROPE_ORDERS and sections is not None:
+        return _model_text_layout(model_type, sections, source), ""
     note = ""
     if sections is None:  # two axes taking turns over every pair
         sections = (n_pairs - n_pairs // 2, n_pairs // 2)
@@ -242,6 +283,32 @@ def text_layout(
     return layout, note
 
 
+def _model_text_layout(model_type: str, sections: tuple[int, ...], source: str) -> AxisLayout:
+    """The layout of a model of :data:`MROPE_ORDERS`; ``sections`` in its slot order."""
+    order, slots, owner = MROPE_ORDERS[model_type]
+    if len(sections) != len(slots):
+        raise ValueError(
+            f"{source} must give {len(slots)} sections for {model_type} (its axes "
+            f"{[_AXES[len(slots)][a] for a in slots]}), got {list(sections)}"
+        )
+    if order == "turns_then_last" and len(set(sections[:-1])) > 1:  # the model stacks them
+        raise ValueError(
+            f"{model_type} gives the axes of {source}[0] and {source}[1] one pair in turn: "
+            f"{source}[0] and {source}[1] must be equal, got {sections[0]} and {sections[1]}"
+        )
+    in_axes = [0] * len(slots)
+    for slot, axis in enumerate(slots):
+        in_axes[axis] = sections[slot]
+    return AxisLayout(
+        axes=_AXES[len(slots)],
+        sections=tuple(in_axes),
+        order=order,
+        schedule="shared",
+        slot_order=slots,
+        source=f"{source} ({owner})",
+    )
+
+
 def axial_layout(model_type: str | None, head_dim: int) -> tuple[AxisLayout, str]:
     """The layout of a 2-D vision layer of ``head_dim`` channels (``hidden_size`` for a model
     that rotates before the heads split), and the model's note."""
@@ -256,6 +323,7 @@ def axial_layout(model_type: str | None, head_dim: int) -> tuple[AxisLayout, str
         schedule=model.schedule,
         slot_order=model.slot_order or tuple(range(n)),
         source=source,
+        pairs_per_axis=model.pairs_per_axis,
     )
     return layout, model.note
 
@@ -277,3 +345,27 @@ def layout_frequencies(
     matrix[list(slots)] = made.frequencies
     matrix.setflags(write=False)
     return MultiAxisFrequencies(matrix, made.attention)
+
+
+def block_tables(
+    positions: Any,
+    frequencies: MultiAxisFrequencies,
+    blocks: list[int],
+    pairs: PairLayout,
+    dtype: Any,
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The cos/sin of a layout whose axes rotate blocks of their own (``pairs_per_axis``):
+    ``blocks`` gives the pairs of each block, in slot order, each laid out for ``pairs``
+    inside its ``2·blocks[i]`` channels; ``(*S, 2·sum(blocks))`` each."""
+    matrix, attention = frequencies
+    tables, start = [], 0
+    for size in blocks:
+        part = MultiAxisFrequencies(
+            matrix[:, start : start + size], attention[start : start + size]
+        )
+        tables.append(
+            multi_axis_cos_sin(positions, 2 * size, frequencies=part, pairs=pairs, dtype=dtype)
+        )
+        start += size
+    cos, sin = (np.concatenate(parts, axis=-1) for parts in zip(*tables, strict=True))
+    return cos, sin

@@ -17,7 +17,14 @@ from types import MappingProxyType
 from .._features import PairLayout
 from .config import ConfigReading
 
-__all__ = ["MODEL_NOTES", "PAIRS_BY_MODEL", "ROTARY_DIM_MODELS", "UNSUPPORTED", "pairs_of"]
+__all__ = [
+    "MODEL_NOTES",
+    "PAIRS_BY_MODEL",
+    "REFUSED",
+    "ROTARY_DIM_MODELS",
+    "UNSUPPORTED",
+    "pairs_of",
+]
 
 _M = "transformers.models."
 _HALF_SOURCE = "transformers' rotate_half convention (channel i pairs with i + rotary_dim/2)"
@@ -68,6 +75,8 @@ PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
                 ("llama4_vision_model", "llama4", "vision_apply_rotary_emb"),  # complex pairs
             ]
         },
+        # each axis's half of the head with its own rotate_half: pairs_per_axis (axes)
+        "gemma4_vision": ("half", f"{_M}gemma4.modeling_gemma4.apply_multidimensional_rope"),
         **{
             t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_emb")  # complex pairs
             for t, m in [("deepseek_v2", "deepseek_v2"), ("llama4_text", "llama4")]
@@ -98,21 +107,31 @@ _INTERLEAVE_FLAG = {
 
 # What a model does with the rotation that the layout alone does not say.
 MODEL_NOTES = {
-    "nanochat": "rotates by -angle: its rotate_half returns (x2, -x1)",
     "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
     "deepseek_v32": "its indexer rotates its own keys with half pairs",
     "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
     "mlcd_vision_model": "MLCDVisionModel prepends the class token's cos/sin, made from a "
     "learned parameter (class_pos_emb), to the patches' tables",
     "gemma4_vision": "rotates each axis's block of channels with its own rotate_half "
-    "(apply_multidimensional_rope): pairs (i, i + head_dim/4) inside each half of the head, "
-    "which neither 'half' nor 'interleaved' describes",
-    "hunyuan_vl_text": "splits the doubled table [θ, θ] by sections: the two channels of a "
-    "rotate_half pair turn with different axes (no one angle per pair)",
-    "ernie4_5_vl_moe_text": "height and width take turns over the first sections[0] + "
-    "sections[1] pairs and time takes the last sections[2] (Ernie4_5_VLMoeTextRotaryEmbedding), "
-    "a layout neither 'sectioned' nor 'interleaved' describes",
+    "(apply_multidimensional_rope): the table is [x, x, y, y], pairs (i, i + head_dim/4) "
+    "inside each half of the head (pairs_per_axis): apply it half by half",
+    "ernie4_5_vl_moe_text": "height and width take turns over the first mrope_section[0] + "
+    "mrope_section[1] pairs and time takes the last mrope_section[2] "
+    "(Ernie4_5_VLMoeTextRotaryEmbedding): order 'turns_then_last'",
 }
+
+#: model_type -> the rotary form of the model that no posenc table and pair layout describe:
+#: :func:`posenc.rope_plan` refuses these configs, naming the model type and the form.
+REFUSED: Mapping[str, str] = MappingProxyType(
+    {
+        "hunyuan_vl_text": "uses XD-RoPE: it splits the doubled table [θ, θ] by "
+        "xdrope_section, so the two channels of a rotate_half pair turn with different axes "
+        "(no one angle per pair; HunYuanVLRotaryEmbedding)",
+        "nanochat": "rotates by -θ: its rotate_half returns (x2, -x1), so the rotation of its "
+        "apply_rotary_pos_emb is the inverse of the one posenc's tables describe with pairs "
+        "'half'",
+    }
+)
 
 # Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
 # files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
@@ -134,5 +153,6 @@ def pairs_of(reading: ConfigReading) -> tuple[PairLayout, str]:
     return "half", _HALF_SOURCE
 
 
-# Layers whose tables posenc does not build: the reason is their note in MODEL_NOTES.
-UNSUPPORTED = frozenset({"gemma4_vision", "hunyuan_vl_text", "ernie4_5_vl_moe_text"})
+# Layers whose tables posenc does not build: the reason is their note in MODEL_NOTES (none
+# at present: the forms without a table are refused, REFUSED).
+UNSUPPORTED: frozenset[str] = frozenset()

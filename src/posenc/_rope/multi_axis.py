@@ -22,6 +22,9 @@ as for 1-D RoPE, so :func:`posenc.apply_rotary` applies these tables unchanged.
                   (Qwen2-VL / Qwen2.5-VL mrope_section, Flux / HunyuanVideo axes_dim)
     interleaved   T, H, W, T, H, W, ...: axis a >= 1 takes pairs a, a + A, a + 2A, ...
                   (s_a of them) and axis 0 takes all the others (Qwen3-VL)
+    turns_then_last  the axes but the last take turns over the first pairs, as
+                  "interleaved" places them, and the last axis takes the last s_{A-1}
+                  pairs (ERNIE 4.5 VL: H, W, H, W, ..., T, T)
 
 ``schedule``, which frequency each pair gets::
 
@@ -71,10 +74,10 @@ __all__ = [
 _F64 = npt.NDArray[np.float64]
 
 #: How pair slots are given to axes.
-AxisOrder = Literal["sectioned", "interleaved"]
+AxisOrder = Literal["sectioned", "interleaved", "turns_then_last"]
 #: Which frequency each pair slot gets.
 AxisSchedule = Literal["shared", "dealt", "per_axis"]
-_ORDERS: tuple[AxisOrder, ...] = ("sectioned", "interleaved")
+_ORDERS: tuple[AxisOrder, ...] = ("sectioned", "interleaved", "turns_then_last")
 _SCHEDULES: tuple[AxisSchedule, ...] = ("shared", "dealt", "per_axis")
 
 
@@ -156,6 +159,13 @@ def _slot_axes(
     n = sum(sections)
     if order == "sectioned":
         return np.repeat(np.arange(len(sections)), sections)
+    if order == "turns_then_last" and len(sections) > 1:  # the last axis's block at the end
+        last = len(sections) - 1
+        turns = sections[:last]
+        if sum(turns) == 0:
+            return np.full(n, last, dtype=np.intp)
+        head = _slot_axes(turns, "interleaved", rule="order='turns_then_last'")
+        return np.concatenate([head, np.full(sections[last], last, dtype=np.intp)])
     slots = np.arange(n)
     axes = np.zeros(n, dtype=np.intp)
     stride = len(sections)
@@ -185,8 +195,8 @@ def multi_axis_frequencies(
     Args:
         sections: the number of rotary pairs of each axis (``mrope_section``; half of Flux's
             ``axes_dim``), integers >= 0 summing to ``n_pairs = rotary_dim / 2``.
-        order: ``"sectioned"`` or ``"interleaved"``: which pair slots belong to which axis
-            (see the module docstring).
+        order: ``"sectioned"``, ``"interleaved"`` or ``"turns_then_last"``: which pair
+            slots belong to which axis (see the module docstring).
         schedule: ``"shared"``, ``"dealt"`` or ``"per_axis"``: which frequency each pair gets.
         base: the wavelength base (``rope_theta``), a number > 0; for ``per_axis`` also a
             sequence with one base per axis; default the scaling's ``rope_theta``, else 10000.0.
@@ -205,6 +215,8 @@ def multi_axis_frequencies(
     array([[1.        , 0.31622777, 0.        , 0.        ],
            [0.        , 0.        , 0.1       , 0.        ],
            [0.        , 0.        , 0.        , 0.03162278]])
+    >>> multi_axis_frequencies((2, 2, 1), order="turns_then_last").axis    # H, W, H, W, T
+    array([0, 1, 0, 1, 2])
     >>> multi_axis_frequencies((2, 2), schedule="dealt", base=100.0).frequencies
     array([[1.        , 0.1       , 0.        , 0.        ],
            [0.        , 0.        , 0.31622777, 0.03162278]])
@@ -368,7 +380,8 @@ def multi_axis_cos_sin(
         head_dim: channels per attention head, an integer >= 2.
         sections: rotary pairs per axis (``mrope_section``, or ``axes_dim / 2``), summing to
             ``rotary_dim / 2``.
-        order: ``"sectioned"`` (default) or ``"interleaved"`` (Qwen3-VL).
+        order: ``"sectioned"`` (default), ``"interleaved"`` (Qwen3-VL) or
+            ``"turns_then_last"`` (ERNIE 4.5 VL).
         schedule: ``"shared"`` (default, M-RoPE), ``"dealt"`` (Pixtral) or ``"per_axis"``
             (Flux, HunyuanVideo, Wan, CogVideoX, vision towers).
         base: the wavelength base, default 10000.0; for ``per_axis`` one per axis allowed.

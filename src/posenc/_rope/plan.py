@@ -29,13 +29,22 @@ from .axes import (
     AxisLayout,
     ModelAxes,
     axial_layout,
+    block_tables,
     layout_frequencies,
     mrope_layout,
     text_layout,
 )
 from .config import FLAT, NOT_ATTENTION, ConfigReading, read_config
-from .models import MODEL_NOTES, PAIRS_BY_MODEL, ROTARY_DIM_MODELS, UNSUPPORTED, pairs_of
+from .models import (
+    MODEL_NOTES,
+    PAIRS_BY_MODEL,
+    REFUSED,
+    ROTARY_DIM_MODELS,
+    UNSUPPORTED,
+    pairs_of,
+)
 from .multi_axis import (
+    AxisOrder,
     AxisSchedule,
     MultiAxisFrequencies,
     multi_axis_cos_sin,
@@ -78,12 +87,20 @@ class RopeLayer:
         sections: pairs per axis (``mrope_section``), in the order of :attr:`axes`; ``()``
             for 1-D RoPE.
         interleaved_sections: the axes take turns pair by pair (``mrope_interleaved``) instead
-            of one contiguous block each.
+            of one contiguous block each (``order == "interleaved"``).
         schedule: multi-axis layers: ``"shared"`` (one RoPE schedule over all pairs, M-RoPE),
             ``"dealt"`` (Pixtral) or ``"per_axis"`` (each axis its own schedule, vision
             towers); None for 1-D RoPE. See :func:`posenc.multi_axis_frequencies`.
         slot_order: multi-axis layers: the axes (indices into :attr:`axes`) in the order they
             take pair slots (``(1, 0)``: the width pairs first).
+        order: multi-axis layers: which pair slots belong to which axis, the ``order`` of
+            :func:`posenc.multi_axis_frequencies`: ``"sectioned"``, ``"interleaved"`` or
+            ``"turns_then_last"`` (ERNIE 4.5 VL: height and width in turns, then time); None
+            for 1-D RoPE.
+        pairs_per_axis: multi-axis layers: each axis's pairs sit in a block of channels of
+            their own, laid out for :attr:`pairs` inside it, the blocks in slot order (Gemma
+            4's vision tower: ``[x, x, y, y]``, pairs ``(i, i + head_dim/4)`` inside each
+            half); apply the tables block by block (docs/rope-plans.md).
         unsupported: why posenc builds no tables for this layer (a pair layout or an axis
             layout that no table describes); ``""`` when it does.
         inert: ``(key, value)`` pairs the config gives that leave the tables unchanged.
@@ -108,10 +125,19 @@ class RopeLayer:
     interleaved_sections: bool = False
     schedule: AxisSchedule | None = None
     slot_order: tuple[int, ...] = ()
+    order: AxisOrder | None = None
+    pairs_per_axis: bool = False
     unsupported: str = ""
     inert: tuple[tuple[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
     frequencies: _F64 = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.order is not None and self.interleaved_sections != (self.order == "interleaved"):
+            raise ValueError(
+                f"interleaved_sections={self.interleaved_sections} contradicts "
+                f"order={self.order!r}: interleaved_sections is True exactly for 'interleaved'"
+            )
 
     @property
     def multi_axis(self) -> bool:
@@ -123,10 +149,11 @@ class RopeLayer:
         return AxisLayout(
             axes=self.axes,
             sections=self.sections,
-            order="interleaved" if self.interleaved_sections else "sectioned",
+            order=self.order or ("interleaved" if self.interleaved_sections else "sectioned"),
             schedule=self.schedule or "shared",
             slot_order=self.slot_order or tuple(range(len(self.axes))),
             source="",
+            pairs_per_axis=self.pairs_per_axis,
         )
 
     def axis_frequencies(self, seq_len: int | None = None) -> MultiAxisFrequencies:
@@ -170,10 +197,14 @@ class RopeLayer:
             if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
                 checked = multi_axis_positions(positions, len(self.axes))
                 seq_len = default_seq_len(float(checked.max()) if checked.size else None)
+            frequencies = self.axis_frequencies(seq_len)
+            if self.pairs_per_axis:
+                blocks = [self.sections[a] for a in self.slot_order]
+                return block_tables(positions, frequencies, blocks, self.pairs, dtype)
             return multi_axis_cos_sin(
                 positions,
                 self.head_dim,
-                frequencies=self.axis_frequencies(seq_len),
+                frequencies=frequencies,
                 rotary_dim=self.rotary_dim,
                 pairs=self.pairs,
                 dtype=dtype,
@@ -226,6 +257,10 @@ class RopeLayer:
                 parts.append(f"schedule={self.schedule!r}")
             if self.slot_order != tuple(range(len(self.axes))):
                 parts.append(f"slot_order={self.slot_order!r}")
+            if self.order == "turns_then_last":
+                parts.append(f"order={self.order!r}")
+            if self.pairs_per_axis:
+                parts.append("pairs_per_axis=True")
         if self.unsupported:
             parts.append("unsupported=...")
         if self.inert:
@@ -411,6 +446,8 @@ def _kind(
         interleaved_sections=layout is not None and layout.order == "interleaved",
         schedule=None if layout is None else layout.schedule,
         slot_order=() if layout is None else layout.slot_order,
+        order=None if layout is None else layout.order,
+        pairs_per_axis=layout is not None and layout.pairs_per_axis,
         unsupported=model_note if model in UNSUPPORTED and model_note else "",
         inert=inert,
         notes=notes + more + ((model_note,) if model_note else ()),
@@ -456,7 +493,7 @@ def _shape(
     head_dim, rotary_dim = _rotary_dims(reading, head_dim, spec, partial)
     if mrope is None:
         return spec, head_dim, rotary_dim, None, ()
-    layout, note = text_layout(*mrope, rotary_dim // 2)
+    layout, note = text_layout(*mrope, rotary_dim // 2, reading.model_type)
     if 2 * sum(layout.sections) != rotary_dim:
         raise ValueError(
             f"{mrope[2]} = {list(layout.sections)} gives {sum(layout.sections)} rotary pairs, "
@@ -548,7 +585,9 @@ def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
     Raises:
         ValueError: naming the key, for a rope parameter that posenc does not know (keys that
             leave the tables unchanged, such as ``llama_4_scaling_beta``, are accepted and
-            reported in ``RopeLayer.inert``), a missing size, or a config without RoPE settings.
+            reported in ``RopeLayer.inert``), a missing size, or a config without RoPE settings;
+            naming the model type, for a rotary form that no posenc table describes
+            (HunYuan-VL's XD-RoPE, NanoChat's rotation by -θ).
 
     >>> config = {"model_type": "gemma3_text", "head_dim": 8, "num_hidden_layers": 3,
     ...           "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
@@ -568,6 +607,13 @@ def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
     (2, 8)
     """
     reading = read_config(config, vision=config_values.boolean("", "vision", vision))
+    refused = REFUSED.get(reading.model_type or "")
+    if refused is not None:
+        raise ValueError(
+            f"model_type {reading.model_type!r} (at {reading.where}) "
+            f"{refused}: no posenc table and pair layout describe it, "
+            "so rope_plan gives no plan for it"
+        )
     pairs = pairs_of(reading)
     kinds = _kinds(reading, pairs)
     return RopePlan(

@@ -108,9 +108,10 @@ def identify(
     ``base`` and ``offset`` are those of its sine columns), a table whose first position is
     ``max_offset`` or more (``"no_offset"`` when its phases fit no first position in range;
     ``"no_fit"`` otherwise, or a float32-accurate fit elsewhere), a scaled table (it is not a
-    sinusoidal table), noise, an all-zero table (except tensor2tensor with d_model = 1, which
-    is all zeros), a table with NaN or inf. A table given transposed, ``(d_model, L)``, is
-    tried as ``table.T`` when it does not match as given (``transposed`` is then True).
+    sinusoidal table), noise, an all-zero table (except tensor2tensor and musicgen with
+    d_model = 1, which are all zeros: an ambiguous match), a table with NaN or inf. A table
+    given transposed, ``(d_model, L)``, is tried as ``table.T`` when it does not match as
+    given (``transposed`` is then True).
     bfloat16 tables (not a NumPy dtype) should be passed as float32 with a ``tolerance`` of
     about 2^-8. ``outcome`` says which case it is, and :func:`posenc.describe` says it in a
     sentence.

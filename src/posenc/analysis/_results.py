@@ -69,7 +69,7 @@ class Wavelengths(_Result):
         wavelengths: λ_k = 2π/ω_k in positions, float64 ``(n,)``.
         ratios: λ_(k+1)/λ_k, float64 ``(n-1,)``.
         shortest, longest: the smallest and largest wavelength (NaN when there is none:
-            tensor2tensor with d_model = 1).
+            tensor2tensor or musicgen with d_model = 1).
         ratio: the common ratio of the progression (None when n < 2 or when the neighbour
             ratios differ, which no current schedule does).
     """
@@ -216,8 +216,8 @@ class Identification(_Result):
               position may be ``max_offset`` or more;
             - ``"off_circle"``: under every convention's layout the (sin, cos) column pairs
               are off the unit circle (a scaled table, noise), so none was tried;
-            - ``"all_zero"``: the table is all zeros (only tensor2tensor with d_model = 1 is,
-              and that one is a ``"match"``);
+            - ``"all_zero"``: the table is all zeros (only tensor2tensor and musicgen with
+              d_model = 1 are, and that one is an ``"ambiguous"`` match);
             - ``"non_finite"``: the table holds NaN or infinity.
         convention, base, offset: the answer; a field is None when the fitting answers
             disagree on it (``ambiguous``) or when it has no effect on the table. For a

@@ -198,6 +198,8 @@ def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
         "interleaved_sections": layer.interleaved_sections,
         "schedule": layer.schedule,
         "slot_order": list(layer.slot_order),
+        "order": layer.order,
+        "pairs_per_axis": layer.pairs_per_axis,
         "unsupported": layer.unsupported or None,
         "inert": {str(k): _plain(v) for k, v in layer.inert},
         "notes": list(layer.notes),
@@ -319,6 +321,10 @@ def _row(kind: dict[str, Any]) -> list[str]:
         axes = ",".join(kind["axes"]) + f" ({sections})"
         if kind["interleaved_sections"]:
             axes += " interleaved"
+        elif kind["order"] not in (None, "sectioned"):
+            axes += f" {kind['order']}"
+        if kind["pairs_per_axis"]:
+            axes += " pairs_per_axis"
     return [
         _ranges(kind["layers"]),
         kind["layer_type"],

@@ -2,8 +2,11 @@
 
 Kinds: heatmap, sinusoids, wavelengths, similarity, precision, shift, rotation (the
 sinusoidal table, with ``--d-model``, ``--base``, ``--convention``), and the attention biases:
-bias (ALiBi per head against relative position: ``--heads``, ``--distance``, ``--max-bias``),
-buckets (T5 or DeBERTa buckets: ``--method``, ``--distance``, ``--num-buckets``,
+bias (ALiBi per head against relative position: ``--heads``, ``--distance``, ``--max-bias``;
+or, with ``--table FILE``, T5's learned ``(num_buckets, heads)`` bucket table read from a
+``.npy``, ``.npz``, ``.safetensors`` or PyTorch file through the bounded readers of ``posenc
+identify`` (``--key``, ``--max-bytes``), with ``--num-buckets``, ``--max-distance`` and
+``--causal``), buckets (T5 or DeBERTa buckets: ``--method``, ``--distance``, ``--num-buckets``,
 ``--max-distance``, ``--causal``) and slopes (ALiBi slopes per head, exact and as BLOOM, MPT
 and Falcon compute them: ``--heads``, ``--max-bias``). See ``posenc.plot.PLOTS``.
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
@@ -22,8 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._common import add_encoding_options, add_force_option, add_subcommand
 from ._output import Output
+from ._readers import default_max_bytes, parse_size, read_table
 
 HELP = "draw a figure (heatmap, sinusoids, ..., bias, buckets, slopes) to PNG/SVG"
 
@@ -94,7 +100,17 @@ def add_parser(sub: Any) -> None:
         "--max-distance", type=int, metavar="M", help="T5 max_distance, DeBERTa max_position"
     )
     parser.add_argument(
-        "--causal", action="store_const", const=False, help="T5 decoder buckets (buckets plot)"
+        "--causal", action="store_const", const=False, help="T5 decoder buckets (buckets, bias)"
+    )
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="FILE",
+        help="T5's learned (num_buckets, heads) bias table, .npy/.npz/.safetensors/.pt (bias plot)",
+    )
+    parser.add_argument("--key", help="the table's name inside .npz/.pt/.safetensors (--table)")
+    parser.add_argument(
+        "--max-bytes", type=parse_size, metavar="SIZE", help="largest --table to read, e.g. 64M"
     )
     parser.add_argument(
         "--out",
@@ -115,6 +131,14 @@ def run(args: argparse.Namespace) -> int:
     function = plot.PLOTS[args.kind]
     accepted = inspect.signature(function).parameters
     kwargs: dict[str, Any] = {}
+    if args.kind == "bias":
+        _t5_table(args, kwargs)
+    else:
+        for option in _TABLE_OPTIONS:
+            if getattr(args, option) is not None:
+                raise ValueError(
+                    f"--{option.replace('_', '-')} does not apply to the {args.kind} plot"
+                )
     for option, default in _ENCODING.items():
         value = getattr(args, option)
         if option not in accepted and value is not None:
@@ -135,6 +159,44 @@ def run(args: argparse.Namespace) -> int:
         function(**{k: v for k, v in kwargs.items() if k in accepted}, path=temp)
     print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+#: The options that read a T5 table from a file, and T5's bucket settings (bias plot).
+_TABLE_OPTIONS = ("table", "key", "max_bytes")
+_T5_SETTINGS = ("num_buckets", "max_distance", "causal")
+
+
+def _t5_table(args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
+    """``--table``: read T5's ``(num_buckets, heads)`` table into ``kwargs["table"]`` (checked
+    here, so that every error names the option); without it, refuse T5's options."""
+    if args.table is None:
+        for option in (*_TABLE_OPTIONS[1:], *_T5_SETTINGS):
+            if getattr(args, option) is not None:
+                flag = "--" + option.replace("_", "-")
+                raise ValueError(f"{flag} applies to the bias plot with --table only (T5)")
+        return
+    if args.max_bias is not None:
+        raise ValueError("--max-bias does not apply with --table (ALiBi's, not T5's)")
+    max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
+    try:
+        found = read_table(args.table, args.key, max_bytes)
+    except (ValueError, TypeError) as exc:  # one line naming the file, from the reader
+        raise type(exc)(f"--table: {exc}; a T5 table is (num_buckets, heads)") from None
+    table = found.array
+    buckets = 32 if args.num_buckets is None else args.num_buckets
+    if table.shape[0] != buckets:
+        hint = " (transposed? it is (heads, num_buckets))" if table.shape[1] == buckets else ""
+        raise ValueError(
+            f"--table {args.table} must have shape (num_buckets, heads) = ({buckets}, heads) "
+            f"(--num-buckets {buckets}), got {table.shape}{hint}"
+        )
+    if args.heads is not None and args.heads != table.shape[1]:
+        raise ValueError(
+            f"--heads must be the --table's {table.shape[1]} heads (or left out), got {args.heads}"
+        )
+    if not np.isfinite(table).all():
+        raise ValueError(f"--table {args.table} must hold finite numbers, got NaN or infinity")
+    kwargs["table"] = table
 
 
 def _integers(flag: str, text: str) -> list[int]:

@@ -9,10 +9,13 @@ sentence saying what to look at, labelled controls, a caption and its key number
 Every control change asks the server, which computes with posenc (the page's script draws,
 and computes nothing).
 
-The server is the standard library's ``http.server``, and the page's script and style sheet
-are part of posenc: the extra ``explore`` installs nothing more, and the page loads nothing
-from outside the machine. It binds the loopback address unless told otherwise and answers
-only requests addressed to its own host and port. It never imports torch.
+The server is a Flask application on Werkzeug's threaded server: Flask is the extra
+``explore`` (``pip install flask``); this module imports without it, and :func:`make_server`
+then raises ``ImportError`` saying how to install it. The page draws with Apache ECharts,
+vendored inside posenc with its licence, and loads nothing from outside the machine (its
+``Content-Security-Policy`` is ``default-src 'self'``). The server binds the loopback address
+unless told otherwise and answers only requests addressed to its own host and port. It never
+imports torch.
 
 >>> from posenc.explore import PANELS, make_server
 >>> len(PANELS), PANELS[0].name

@@ -1,6 +1,7 @@
 """Figure descriptions for the page: axes with their ticks, curves, heatmaps (JSON-ready).
 
-The page draws what these describe and computes nothing: a log axis arrives as ``log10`` of
+The page has the charting library (Apache ECharts) draw what these describe, and computes
+nothing itself: a log axis arrives as ``log10`` of
 the values with its tick labels, a heatmap as one byte per cell (its value quantised between
 ``low`` and ``high``) with the colour map's anchors. Every float is a Python ``float`` (NaN
 and infinities become None, which the page leaves out).
@@ -16,9 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .. import _figure_data as fd
+
 #: Colour map of the heatmaps: viridis (perceptually uniform, readable with the common forms
-#: of colour blindness and in grey), 17 anchors from low to high; the page interpolates
-#: linearly between neighbours. Viridis is by Stéfan van der Walt and Nathaniel Smith (CC0).
+#: of colour blindness and in grey), 17 anchors from low to high; the charting library's
+#: colour scale interpolates linearly between neighbours. Viridis is by Stéfan van der Walt
+#: and Nathaniel Smith (CC0).
 COLOURS = (
     "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
     "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
@@ -107,6 +111,20 @@ def bounds(*arrays: Any, pad: float = 0.0) -> tuple[float, float]:
     return low - pad * span, high + pad * span
 
 
+#: The most cells a heatmap carries: wider tables are drawn at evenly spaced channels.
+MAX_CELLS = 2**16
+
+
+def _tick_cells(axis_: dict[str, Any], drawn: npt.NDArray[np.int64]) -> list[list[Any]]:
+    """``[cell index, label]`` of each tick: the drawn row or column nearest to it."""
+    ticks: list[list[Any]] = []
+    for value, label in axis_["ticks"]:
+        index = int(np.argmin(np.abs(drawn - value)))
+        if not ticks or ticks[-1][0] != index:
+            ticks.append([index, label])
+    return ticks
+
+
 def heatmap(
     values: npt.NDArray[Any],
     x_axis: dict[str, Any],
@@ -119,13 +137,21 @@ def heatmap(
 ) -> dict[str, Any]:
     """A heatmap of ``values`` (rows drawn top to bottom) as one byte per cell.
 
-    ``rows`` and ``columns`` give the position and channel of each drawn row and column, so
-    that the page can ask the server for the exact value under the pointer.
+    ``rows`` and ``columns`` give the position and channel of each row and column (the values
+    of the y and x axes), so that the page can ask the server for the exact value under the
+    pointer. More than :data:`MAX_CELLS` cells keep every row and evenly spaced columns (the
+    first and the last included; ``drawn`` says so). ``x_cells`` and ``y_cells`` place each
+    tick label on its nearest drawn column and row.
     """
     table = np.asarray(values, dtype=np.float64)
+    kept = fd.even_positions(table.shape[1], max(MAX_CELLS // max(table.shape[0], 1), 2))
+    table = table[:, kept]
+    shown_columns = np.asarray(columns, dtype=np.int64)[kept]
+    shown_rows = np.asarray(rows, dtype=np.int64)
     scaled = np.clip((table - low) / (high - low), 0.0, 1.0)
     scaled = np.where(np.isfinite(scaled), scaled, 0.0)
     cells = np.round(scaled * 255).astype(np.uint8)
+    drawn = "" if kept.size == len(columns) else f"{kept.size} of {len(columns)} columns drawn"
     return {
         "kind": "heatmap",
         "x": x_axis,
@@ -133,8 +159,11 @@ def heatmap(
         "width": int(table.shape[1]),
         "height": int(table.shape[0]),
         "cells": base64.b64encode(cells.tobytes()).decode("ascii"),
-        "rows": [int(r) for r in rows],
-        "columns": [int(c) for c in columns],
+        "rows": shown_rows.tolist(),
+        "columns": shown_columns.tolist(),
+        "x_cells": _tick_cells(x_axis, shown_columns),
+        "y_cells": _tick_cells(y_axis, shown_rows),
+        "drawn": drawn,
         "low": low,
         "high": high,
         "colours": list(COLOURS),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import _figure_data as fd
+from .._conventions import CONVENTIONS
 from .._describe import describe
 from .._rope.plan import rope_plan
 from .._sinusoidal import sinusoidal
@@ -177,7 +178,7 @@ PANELS = (
     Panel("identify", "Identify a table", "posenc recovers the convention, base and first "
           "position of a table from its values alone, or names the bug it has.",
           (Control("convention", "example convention", "choice", "tensor2tensor",
-                   choices=("paper", "tensor2tensor", "marian", "odd-exponent bug")),
+                   choices=(*CONVENTIONS, "odd-exponent bug")),
            c.base(), Control("offset", "first position", "int", 2, 0, 4096, step=1),
            Control("rows", "rows", "int", 64, 2, MAX_DRAWN_ROWS, step=1),
            c.d_model(32)), identify_panel, upload="table"),

@@ -46,6 +46,12 @@ from ._bias.flex import (
 )
 from ._bias.masks import allowed_pairs, bias_attn_mask
 from ._bias.modules import FireBias, KerpleBias, T5RelativeBias
+from ._bias.relative_terms import (
+    deberta_relative_positions,
+    disentangled_scores,
+    relative_position_scores,
+    relative_shift,
+)
 from ._checks import set_data_checks
 from ._embedding import TransformerEmbedding
 from ._functional import apply_rotary, cast_exact, rotary_cos_sin, sinusoidal
@@ -72,12 +78,16 @@ __all__ = [
     "bias_block_mask",
     "cast_exact",
     "deberta_buckets",
+    "deberta_relative_positions",
+    "disentangled_scores",
     "hf",
     "kerple_bias",
     "kerple_score_mod",
     "multi_axis_cos_sin",
     "multimodal_positions",
+    "relative_position_scores",
     "relative_score_mod",
+    "relative_shift",
     "rotary_cos_sin",
     "sandwich_bias",
     "sandwich_score_mod",

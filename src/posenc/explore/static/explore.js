@@ -1,9 +1,8 @@
 // posenc explore: builds the panels the server describes, asks the server on every control
-// change and draws what it answers. Nothing is computed here: axes, ticks, log scales and every
-// number arrive from the server, which computes them with posenc.
+// change and has Apache ECharts (vendored, static/vendor/) draw what it answers. Nothing is
+// computed here: axes, ticks, log scales, colour scales and every number arrive from the
+// server, which computes them with posenc.
 "use strict";
-
-const W = 720, H = 380, PAD = { left: 64, right: 12, top: 12, bottom: 48 };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -26,90 +25,98 @@ async function getJSON(url, options) {
   return body;
 }
 
-// -- drawing -------------------------------------------------------------------------------
+// -- drawing (ECharts) ------------------------------------------------------------------------
 
-function frame(canvas, chart) {
-  const ctx = canvas.getContext("2d");
-  const plot = { x0: PAD.left, y0: PAD.top, w: canvas.width - PAD.left - PAD.right,
-                 h: canvas.height - PAD.top - PAD.bottom };
-  if (chart.square) {  // one unit equally long on both axes
-    const side = plot.w < plot.h ? plot.w : plot.h;
-    plot.x0 += (plot.w - side) / 2; plot.w = side; plot.h = side;
-  }
-  const sx = v => plot.x0 + (v - chart.x.low) / (chart.x.high - chart.x.low) * plot.w;
-  const sy = v => plot.y0 + plot.h - (v - chart.y.low) / (chart.y.high - chart.y.low) * plot.h;
-  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
-  ctx.font = "12px sans-serif"; ctx.fillStyle = "#222"; ctx.strokeStyle = "#ddd";
-  ctx.textAlign = "center";
-  for (const [t, label] of chart.x.ticks) {
-    ctx.beginPath(); ctx.moveTo(sx(t), plot.y0); ctx.lineTo(sx(t), plot.y0 + plot.h); ctx.stroke();
-    ctx.fillText(label, sx(t), plot.y0 + plot.h + 14);
-  }
-  ctx.textAlign = "right";
-  for (const [t, label] of chart.y.ticks) {
-    ctx.beginPath(); ctx.moveTo(plot.x0, sy(t)); ctx.lineTo(plot.x0 + plot.w, sy(t)); ctx.stroke();
-    ctx.fillText(label, plot.x0 - 4, sy(t) + 4);
-  }
-  ctx.textAlign = "center";
-  ctx.fillText(chart.x.label, plot.x0 + plot.w / 2, canvas.height - 8);
-  ctx.save(); ctx.translate(12, plot.y0 + plot.h / 2); ctx.rotate(-Math.PI / 2);
-  ctx.fillText(chart.y.label, 0, 0); ctx.restore();
-  ctx.strokeStyle = "#888"; ctx.strokeRect(plot.x0, plot.y0, plot.w, plot.h);
-  return { ctx, plot, sx, sy };
+const GRID = { left: 80, right: 24, top: 20, bottom: 56 };  // grows to hold labels and names
+const INK = "#222", RULES = "#ddd";
+
+function valueAxis(a) {
+  // The server's range, tick values and tick labels (a log axis arrives as log10 values).
+  const values = a.ticks.map(t => t[0]), labels = new Map(a.ticks);
+  return {
+    type: "value", name: a.label, nameLocation: "middle", nameGap: 30, min: a.low, max: a.high,
+    nameTextStyle: { color: INK }, axisLine: { onZero: false, lineStyle: { color: "#888" } },
+    axisTick: { customValues: values },
+    axisLabel: { customValues: values, color: INK, hideOverlap: true,
+                 formatter: v => (labels.has(v) ? labels.get(v) : String(v)) },
+    splitLine: { show: true, lineStyle: { color: RULES } },
+  };
 }
 
-function drawLines(canvas, chart) {
-  const { ctx, plot, sx, sy } = frame(canvas, chart);
-  ctx.save(); ctx.beginPath(); ctx.rect(plot.x0, plot.y0, plot.w, plot.h); ctx.clip();
-  for (const s of chart.series) {
-    ctx.strokeStyle = s.colour; ctx.fillStyle = s.colour; ctx.lineWidth = 2;
-    if (s.mode === "points") {
-      s.x.forEach((x, i) => {
-        if (x === null || s.y[i] === null) return;
-        ctx.beginPath(); ctx.arc(sx(x), sy(s.y[i]), 3.5, 0, 2 * Math.PI); ctx.fill();
-      });
-      continue;
-    }
-    ctx.beginPath();
-    let pen = false;
-    s.x.forEach((x, i) => {
-      if (x === null || s.y[i] === null) { pen = false; return; }
-      if (pen) ctx.lineTo(sx(x), sy(s.y[i])); else ctx.moveTo(sx(x), sy(s.y[i]));
-      pen = true;
-    });
-    ctx.stroke();
-  }
-  ctx.restore();
+function squareGrid(box) {  // one unit equally long on both axes: a square plot area
+  const side = Math.min(box.clientWidth - 104, box.clientHeight - 76);
+  return { ...GRID, left: "center", width: side, height: side };
 }
 
-function hexColour(text) {
-  return [1, 3, 5].map(i => parseInt(text.slice(i, i + 2), 16));
+function linesOption(chart, box) {
+  const kinds = { line: "line", points: "scatter", bars: "bar" };
+  return {
+    animation: false,
+    grid: chart.square ? squareGrid(box) : GRID,
+    xAxis: valueAxis(chart.x),
+    yAxis: valueAxis(chart.y),
+    series: chart.series.map(s => ({
+      name: s.name, type: kinds[s.mode] || "line", silent: true, clip: true,
+      data: s.x.map((x, i) => [x, s.y[i]]),
+      showSymbol: s.mode === "points", symbolSize: 7, connectNulls: false,
+      lineStyle: { width: 2, color: s.colour }, itemStyle: { color: s.colour },
+    })),
+  };
 }
 
-function drawHeatmap(canvas, chart) {
-  const { ctx, plot } = frame(canvas, {
-    ...chart,
-    x: { ...chart.x, low: chart.x.low - 0.5, high: chart.x.high + 0.5 },
-    y: { ...chart.y, low: chart.y.high + 0.5, high: chart.y.low - 0.5 },
-  });
+function categoryAxis(a, values, cells, inverse) {
+  // One category per drawn row or column; the server names the cells that carry its ticks.
+  const labels = new Map(cells.map(([i, label]) => [String(values[i]), label]));
+  const shown = (index, value) => labels.has(value);
+  return {
+    type: "category", data: values.map(String), inverse, name: a.label,
+    nameLocation: "middle", nameGap: 30, nameTextStyle: { color: INK },
+    axisTick: { interval: shown, alignWithLabel: true },
+    axisLabel: { interval: shown, color: INK, formatter: v => labels.get(v) },
+  };
+}
+
+function heatmapOption(chart) {
   const bytes = Uint8Array.from(atob(chart.cells), c => c.charCodeAt(0));
-  const anchors = chart.colours.map(hexColour), last = anchors.length - 1;
-  const palette = [];
-  for (let v = 0; v < 256; v++) {  // linear interpolation between the server's anchors
-    const at = v * last / 255, i = at < last ? at | 0 : last - 1, f = at - i;
-    palette.push(anchors[i].map((c, j) => c + (anchors[i + 1][j] - c) * f));
+  const data = [];
+  for (let row = 0, i = 0; row < chart.height; row++) {
+    for (let col = 0; col < chart.width; col++, i++) data.push([col, row, bytes[i]]);
   }
-  const image = ctx.createImageData(chart.width, chart.height);
-  bytes.forEach((b, i) => {
-    const [r, g, bl] = palette[b];
-    image.data.set([r, g, bl, 255], 4 * i);
+  return {
+    animation: false,
+    grid: { ...GRID, right: 72 },
+    xAxis: categoryAxis(chart.x, chart.columns, chart.x_cells, false),
+    yAxis: categoryAxis(chart.y, chart.rows, chart.y_cells, true),
+    visualMap: {  // the server's colour anchors (viridis) over the byte range 0 .. 255
+      type: "continuous", min: 0, max: 255, dimension: 2, calculable: false,
+      inRange: { color: chart.colours }, text: [String(chart.high), String(chart.low)],
+      right: 0, top: "middle", itemHeight: 180, textStyle: { color: INK },
+    },
+    series: [{
+      type: "heatmap", data, progressive: 0,
+      emphasis: { itemStyle: { borderColor: "#000", borderWidth: 2 } },
+    }],
+  };
+}
+
+function drawChart(box, chart) {
+  const instance = echarts.init(box, null, { renderer: "canvas" });
+  instance.setOption(chart.kind === "heatmap" ? heatmapOption(chart) : linesOption(chart, box));
+  box.observer = new ResizeObserver(() => {
+    instance.resize();
+    if (chart.square) instance.setOption({ grid: squareGrid(box) });
   });
-  const off = document.createElement("canvas");
-  off.width = chart.width; off.height = chart.height;
-  off.getContext("2d").putImageData(image, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, plot.x0, plot.y0, plot.w, plot.h);
-  canvas.plot = plot;
+  box.observer.observe(box);
+  return instance;
+}
+
+function clearCharts(figures) {
+  for (const box of figures.querySelectorAll(".chart")) {
+    if (box.observer) box.observer.disconnect();
+    const instance = echarts.getInstanceByDom(box);
+    if (instance) instance.dispose();
+  }
+  figures.replaceChildren();
 }
 
 function legend(chart) {
@@ -157,12 +164,10 @@ function renderTables(box, tables) {
   }
 }
 
-function pointerSetup(panel, canvas, form, readout) {
+function pointerSetup(box, instance, chart, form, readout) {
   // The heatmap: the exact value under the pointer (or the keyboard cursor) from the server.
-  let cursor = { row: 0, col: 0 }, pending = null;
+  let cursor = { row: 0, col: 0 }, pending = null, lit = null;
   const ask = () => {
-    const chart = canvas.chart;
-    if (!chart || chart.kind !== "heatmap") return;
     const position = chart.rows[cursor.row], channel = chart.columns[cursor.col];
     const values = Object.fromEntries(new FormData(form));
     clearTimeout(pending);
@@ -173,24 +178,20 @@ function pointerSetup(panel, canvas, form, readout) {
       } catch (e) { readout.textContent = e.message; }
     }, 60);
   };
-  canvas.addEventListener("pointermove", event => {
-    const chart = canvas.chart, plot = canvas.plot;
-    if (!chart || chart.kind !== "heatmap" || !plot) return;
-    const box = canvas.getBoundingClientRect(), scale = canvas.width / box.width;
-    const x = (event.clientX - box.left) * scale - plot.x0, y = (event.clientY - box.top) * scale - plot.y0;
-    if (x < 0 || y < 0 || x >= plot.w || y >= plot.h) return;
-    cursor = { row: (y / plot.h * chart.height) | 0, col: (x / plot.w * chart.width) | 0 };
+  instance.on("mousemove", { seriesType: "heatmap" }, params => {
+    cursor = { row: params.data[1], col: params.data[0] };
     ask();
   });
-  canvas.addEventListener("keydown", event => {
-    const chart = canvas.chart;
-    if (!chart || chart.kind !== "heatmap") return;
+  box.addEventListener("keydown", event => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
     const move = moves[event.key];
     if (!move) return;
     event.preventDefault();
     cursor.row = Math.min(chart.height - 1, Math.max(0, cursor.row + move[0]));
     cursor.col = Math.min(chart.width - 1, Math.max(0, cursor.col + move[1]));
+    if (lit !== null) instance.dispatchAction({ type: "downplay", seriesIndex: 0, dataIndex: lit });
+    lit = cursor.row * chart.width + cursor.col;  // the cell's index in the series' data
+    instance.dispatchAction({ type: "highlight", seriesIndex: 0, dataIndex: lit });
     ask();
   });
 }
@@ -209,19 +210,19 @@ function buildPanel(panel, root) {
   let readout = null;
   const show = (r) => {
     status.textContent = "";
-    figures.replaceChildren();
+    clearCharts(figures);
     const charts = Array.isArray(r.chart) ? r.chart : [r.chart];
     charts.forEach((chart, i) => {
-      const canvas = el("canvas", { width: W, height: H, role: "img", tabindex: "0",
-                                    "aria-label": `${panel.title}, figure ${i + 1}: ${r.caption}` });
-      canvas.chart = chart;
-      if (chart.kind === "heatmap") drawHeatmap(canvas, chart); else drawLines(canvas, chart);
-      figures.append(el("figure", {}, canvas, chart.kind === "lines" ? legend(chart) : null));
+      const box = el("div", { class: "chart", role: "img", tabindex: "0",
+                              "aria-label": `${panel.title}, figure ${i + 1}: ${r.caption}` });
+      const note = chart.drawn ? el("figcaption", { text: chart.drawn }) : null;
+      figures.append(el("figure", {}, box, chart.kind === "lines" ? legend(chart) : note));
+      const instance = drawChart(box, chart);
       if (chart.kind === "heatmap" && panel.name === "heatmap") {
         readout = readout || el("p", { class: "pointer", "aria-live": "polite",
                                        text: "Point at the table (or focus it and use the arrow keys) for the exact value." });
         figures.append(readout);
-        pointerSetup(panel, canvas, form, readout);
+        pointerSetup(box, instance, chart, form, readout);
       }
     });
     caption.textContent = r.caption;

@@ -26,7 +26,7 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, check_count, check_fits
+from ..._bias.positions import as_positions, cast_in_blocks, check_fits
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "position_tensor",
     "sandwich_bias",
     "t5_buckets",
+    "transformers_deberta_buckets",
     "transformers_t5_buckets",
 ]
 
@@ -100,7 +101,7 @@ def alibi_bias(
             heads, query_positions, key_positions, form, max_bias, shard, convention, dtype,
             device,
         )  # fmt: skip
-    values = core_alibi.alibi_bias(
+    shape, block = core_alibi.alibi_blocks(
         heads,
         query_positions,
         key_positions,
@@ -108,13 +109,30 @@ def alibi_bias(
         max_bias=max_bias,
         shard=shard,
         convention=convention,
-        dtype=np.float64,
     )  # fmt: skip (the core checks every argument)
     if convention in ("bloom", "falcon"):
         return _bloom_family(
             int(heads), query_positions, key_positions, form, shard, convention, dtype, device
         )
-    return _tensor(values, dtype, device, exact=convention == "exact")
+    return _tensor_in_blocks(shape, block, dtype, device, exact=convention == "exact")
+
+
+def _tensor_in_blocks(
+    shape: tuple[int, int, int], block: Any, dtype: Any, device: Any, exact: bool
+) -> torch.Tensor:
+    """:func:`_tensor` of the core's values, a block of query rows at a time (see
+    ``cast_in_blocks``): the same tensor, bit for bit, without the whole float64 array."""
+    out_dtype = check_dtype("dtype", dtype)
+    where = torch.device("cpu") if device is None else device
+    out = torch.empty(shape, dtype=out_dtype, device=where)
+
+    def store(rows: slice, values: np.ndarray) -> None:
+        part = torch.from_numpy(np.ascontiguousarray(values + 0.0)).to(device=where)
+        out[:, rows] = cast_exact(part, out_dtype) if exact else part.to(out_dtype)
+
+    name = str(out_dtype).removeprefix("torch.")
+    cast_in_blocks(shape, block, store, float(torch.finfo(out_dtype).max), name)
+    return out
 
 
 def _bloom_family(
@@ -152,7 +170,7 @@ def _bloom_rest(
     factor = {"key": key[None, :].expand_as(rel), "relative": rel, "distance": -rel.abs()}[form]
     bias = slopes[:, None, None] * factor[None]  # on the host: checking it costs no sync
     out = check_dtype("dtype", dtype)
-    check_fits(bias.double().numpy(), float(torch.finfo(out).max), str(out).removeprefix("torch."))
+    check_fits(bias.float().numpy(), float(torch.finfo(out).max), str(out).removeprefix("torch."))
     return bias.to(device=device, dtype=out)
 
 
@@ -308,7 +326,15 @@ def deberta_buckets(
     if convention == "exact":
         exact = core_buckets.deberta_buckets(rel.detach().cpu().numpy(), **settings)  # type: ignore[arg-type]
         return torch.from_numpy(exact).to(rel.device)
-    mid = check_count("bucket_size", bucket_size, minimum=2) // 2
+    return transformers_deberta_buckets(rel, bucket_size, max_position)
+
+
+def transformers_deberta_buckets(
+    rel: torch.Tensor, bucket_size: int, max_position: int
+) -> torch.Tensor:
+    """The steps of ``make_log_bucket_position`` on int64 ``rel``, the settings checked by
+    the caller: no host work, so it compiles into one graph (``torch.compile``)."""
+    mid = int(bucket_size) // 2
     inside = (rel < mid) & (rel > -mid)
     magnitude = torch.where(inside, torch.full_like(rel, mid - 1), rel.abs())
     denominator = torch.log(torch.tensor((max_position - 1) / mid, device=rel.device))

@@ -1,13 +1,19 @@
 """Rotary modules: recognised by their call and output, verified against posenc's tables.
 
 A rotary module is called ``module(x, position_ids)`` (or ``module(x, position_ids,
-layer_type)``) and returns the RoPE tables of ``position_ids`` in one of four forms (``n``
+layer_type)``) and returns the RoPE tables of ``position_ids`` in one of five forms (``n``
 pairs, ``r = 2n`` rotated channels, ``θ_k = p·ω_k``)::
 
     half         (cos, sin), each (..., r): [θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]  (rotate_half)
     interleaved  (cos, sin), each (..., r): [θ_0, θ_0, θ_1, θ_1, ...]          (pairs 2k, 2k+1)
     columns      (cos, sin), each (..., n): [θ_0 .. θ_{n-1}]                    (one per pair)
+    columns_sin_first  (sin, cos), each (..., n)          (GPT-J and CodeGen from 5.24 on)
     complex      one complex tensor (..., n): a·exp(iθ_k)                       (freqs_cis)
+
+A module without a config or ``dim``/``base`` that reads its tables from a fixed ``[sin | cos]``
+buffer of ``rows`` positions (GPT-J's and CodeGen's ``embed_positions``) gets its frequencies
+from that buffer (the swap recognises it as posenc's ``marian`` table of width ``r``, RoPE's
+ω_k = base^(-2k/r)), and is probed at positions below ``rows`` only.
 
 posenc computes its own float64 tables from the module's config (or its ``dim`` and ``base``)
 and compares them with what the module returns for the same call, on a batch of two rows with
@@ -52,7 +58,7 @@ __all__ = [
     "worst_difference",
 ]
 
-LAYOUTS = ("half", "interleaved", "columns", "complex")
+LAYOUTS = ("half", "interleaved", "columns", "columns_sin_first", "complex")
 
 # Probe positions: the first 256, then far ones (a second call, so that rope types whose
 # frequencies depend on the length are verified on both sides of their switch), in a batch of
@@ -66,10 +72,11 @@ _FAR_IDS = torch.stack([_FAR, _FAR.flip(-1)])
 _LOW = (torch.bfloat16, torch.float16)
 
 
-def _axis_ids(n_axes: int) -> torch.Tensor:
-    """``(n_axes, 2, s)`` probe ids, different on every axis and in each row, near and far."""
+def _axis_ids(n_axes: int, rows: int = 4096) -> torch.Tensor:
+    """``(n_axes, 2, s)`` probe ids, different on every axis and in each row, near and far
+    (below ``rows``)."""
     steps = _FAR_IDS[None]
-    return torch.cat([(steps * (2 * a + 1) + 5 * a) % 4096 for a in range(n_axes)])
+    return torch.cat([(steps * (2 * a + 1) + 5 * a) % rows for a in range(n_axes)])
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -108,6 +115,8 @@ def rotary_outputs(
     cos, sin = _layout_of(cos, layout), _layout_of(sin, layout)
     if layout == "complex":
         return torch.complex(cos, sin).to(dtype)
+    if layout == "columns_sin_first":
+        return cast_exact(sin, dtype), cast_exact(cos, dtype)
     return cast_exact(cos, dtype), cast_exact(sin, dtype)
 
 
@@ -115,18 +124,20 @@ class RotaryTables(nn.Module):
     """RoPE tables in the form and dtype of the rotary module it replaces.
 
     Built by :func:`posenc.torch.hf.swap_positions` for rotary modules that return interleaved
-    pairs, one column per pair or complex phasors, or that are called per layer type. Each
+    pairs, one column per pair (``(cos, sin)`` or ``(sin, cos)``) or complex phasors, or that
+    are called per layer type. Each
     layer type's frequencies are those of a :class:`posenc.torch.hf.LlamaRotary` (float64,
     every rope type); the tables are rounded once to the output dtype.
 
     Args:
         rotaries: layer type (``None`` when called without one) → ``LlamaRotary``.
-        layout: ``"half"``, ``"interleaved"``, ``"columns"`` or ``"complex"``.
+        layout: ``"half"``, ``"interleaved"``, ``"columns"``, ``"columns_sin_first"`` or
+            ``"complex"``.
         dtype: the output dtype; ``None`` follows ``x.dtype``.
 
     Shapes (``forward``): ``x`` any tensor (its dtype and device are used), ``position_ids``
     integer ``(b, s)``; returns ``(cos, sin)`` of ``(b, s, r)`` (``(b, s, r/2)`` for
-    ``columns``) or one complex ``(b, s, r/2)``.
+    ``columns``; ``(sin, cos)`` for ``columns_sin_first``) or one complex ``(b, s, r/2)``.
     """
 
     def __init__(
@@ -184,9 +195,10 @@ class RotaryFinding:
         return RotaryTables(self.rotaries, self.layout, self.dtype)
 
 
-def _candidates(module: nn.Module, layer_type: str | None) -> list[Any]:
-    """posenc modules that may compute ``module``'s frequencies, or the reasons they cannot."""
-    found: list[Any] = []
+def _candidates(module: nn.Module, layer_type: str | None, table: Any = None) -> list[Any]:
+    """posenc modules that may compute ``module``'s frequencies, or the reasons they cannot
+    (``table``: the one its fixed table gives, or why it gives none; None: it has none)."""
+    found: list[Any] = [] if table is None else [table]
     config = getattr(module, "config", None)
     if config is not None:
         try:
@@ -234,7 +246,7 @@ def _layouts(form: str, width: int, rotary_dim: int) -> tuple[str, ...]:
         return ("complex",) if width == rotary_dim // 2 else ()
     if width == rotary_dim:
         return ("half", "interleaved")
-    return ("columns",) if width == rotary_dim // 2 else ()
+    return ("columns", "columns_sin_first") if width == rotary_dim // 2 else ()
 
 
 class Difference(NamedTuple):
@@ -304,6 +316,9 @@ def _compare(
     best: tuple[float, str] = (float("inf"), "")
     for layout in layouts:
         ours = (_layout_of(cos, layout), _layout_of(sin, layout))
+        names = ("cos", "sin")
+        if layout == "columns_sin_first":
+            ours, names = (ours[1], ours[0]), ("sin", "cos")
         if theirs[0].shape != ours[0].shape:
             return None, (
                 f"returns shape {tuple(theirs[0].shape)} for position_ids of shape "
@@ -319,7 +334,7 @@ def _compare(
             largest = max(float((t.double() - o).abs().max()) for t, o in pairs)
             best = (
                 diff.ratio,
-                f"its {('cos', 'sin')[worst]} differs from posenc's ({layout} layout) at "
+                f"its {names[worst]} differs from posenc's ({layout} layout) at "
                 f"channel {channel}, {_position_text(positions, rotary, tuple(at))}, by "
                 f"{diff.value:.2g}" + (f" (the largest difference: {largest:.3g})" if only else ""),
             )
@@ -357,7 +372,9 @@ def _position_text(positions: torch.Tensor, rotary: Any, at: tuple[int, ...]) ->
     return f"position ids ({', '.join(str(v) for v in values)}){row}"
 
 
-def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, ...]) -> str:
+def _axes_check(
+    module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, ...], rows: int
+) -> str:
     """``""`` when ``module`` treats ids of several axes as ``rotary`` does, else the reason.
 
     Multi-axis ``rotary``: the module's tables of distinct ids on each axis must be posenc's.
@@ -366,7 +383,7 @@ def _axes_check(module: nn.Module, rotary: Any, layout: str, extra: tuple[Any, .
     is how a 1-D module treats ids it is never given).
     """
     multi = isinstance(rotary, MultiAxisRotary)
-    ids = _axis_ids(rotary.n_axes if multi else 3)
+    ids = _axis_ids(rotary.n_axes if multi else 3, rows)
     x32 = torch.zeros(1, 1, 1, device=where(module))
     with probing(module) as call:
         try:
@@ -405,12 +422,12 @@ def _layer_types(module: nn.Module) -> list[str | None] | str:
     return types
 
 
-def _probe(module: nn.Module, key: str | None) -> tuple[Any, Any, Any] | str | None:
-    """The module's outputs for near and far positions with a float32 ``x``, and ``{dtype:
-    (far, near)}`` with a bfloat16 and a float16 one; None when it refuses ``key`` (a layer
-    type without RoPE), or why the call failed."""
+def _probe(module: nn.Module, key: str | None, rows: int) -> tuple[Any, Any, Any] | str | None:
+    """The module's outputs for near and far positions (below ``rows``) with a float32 ``x``,
+    and ``{dtype: (far, near)}`` with a bfloat16 and a float16 one; None when it refuses
+    ``key`` (a layer type without RoPE), or why the call failed."""
     device = where(module)
-    near, far = _NEAR_IDS.to(device), _FAR_IDS.to(device)
+    near, far = (_NEAR_IDS % rows).to(device), (_FAR_IDS % rows).to(device)
     extra = () if key is None else (key,)
     x32 = torch.zeros(1, 1, 1, device=device)
     with probing(module) as call:
@@ -469,17 +486,22 @@ def _axes_last(module: nn.Module, rotary: Any, key: str | None) -> tuple[Any, st
     return found if isinstance(found, str) else (last, layout, found[0])
 
 
-def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype | None] | str:
-    """(posenc's module, layout, dtype rule) that reproduce ``module`` for ``key``, or why not."""
-    outputs = _probe(module, key)
+def _verified(
+    module: nn.Module, key: str | None, table: Any = None, rows: int = 4096
+) -> tuple[Any, str, torch.dtype | None] | str:
+    """(posenc's module, layout, dtype rule) that reproduce ``module`` for ``key``, or why not
+    (``table``, ``rows``: see :func:`examine_rotary`)."""
+    outputs = _probe(module, key, rows)
     if outputs is None:
         return ""
     reasons = []
-    for candidate in _candidates(module, key):
+    for candidate in _candidates(module, key, table):
         if isinstance(candidate, str):
             reasons.append(candidate)
             continue
-        found = outputs if isinstance(outputs, str) else _check(module, candidate, key, outputs)
+        found = (
+            outputs if isinstance(outputs, str) else _check(module, candidate, key, outputs, rows)
+        )
         if not isinstance(found, str):
             return found
         if isinstance(candidate, MultiAxisRotary):  # the vision towers' call, coordinates last
@@ -493,35 +515,40 @@ def _verified(module: nn.Module, key: str | None) -> tuple[Any, str, torch.dtype
 
 
 def _check(
-    module: nn.Module, candidate: Any, key: str | None, outputs: tuple[Any, Any, Any]
+    module: nn.Module, candidate: Any, key: str | None, outputs: tuple[Any, Any, Any], rows: int
 ) -> tuple[Any, str, torch.dtype | None] | str:
-    """``candidate`` checked against the module's outputs for 1-D ids, then for ids that
-    differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
+    """``candidate`` checked against the module's outputs for 1-D ids (below ``rows``), then
+    for ids that differ between the axes: ``(candidate, layout, dtype rule)``, or why not."""
     near, far, low = outputs
-    far_tables = _ours(candidate, _FAR_IDS)
+    near_ids, far_ids = _NEAR_IDS % rows, _FAR_IDS % rows
+    far_tables = _ours(candidate, far_ids)
     scaling = getattr(candidate, "scaling", None)
     if scaling is not None and scaling.depends_on_length:  # other frequencies at 256
-        near_tables = _ours(candidate, _NEAR_IDS)
+        near_tables = _ours(candidate, near_ids)
     else:  # the first 256 positions of the far probe, in each row
         cos, sin = (torch.stack([t[0, :256], t[1, -256:]]) for t in far_tables)
         near_tables = cos, sin
-    layout, why = _compare(near, candidate, _NEAR_IDS, near_tables)
+    layout, why = _compare(near, candidate, near_ids, near_tables)
     if layout is not None:
-        far_layout, why = _compare(far, candidate, _FAR_IDS, far_tables)
+        far_layout, why = _compare(far, candidate, far_ids, far_tables)
         layout = layout if far_layout == layout else None
     if layout is not None:
-        why = _axes_check(module, candidate, layout, () if key is None else (key,))
+        why = _axes_check(module, candidate, layout, () if key is None else (key,), rows)
         layout = None if why else layout
     if layout is None:
         return why
-    probes = [(_FAR_IDS, far_tables), (_NEAR_IDS, near_tables)]
+    probes = [(far_ids, far_tables), (near_ids, near_tables)]
     found = _in_16_bits(low, candidate, layout, probes)
     return found if isinstance(found, str) else (candidate, layout, found[0])
 
 
-def examine_rotary(module: nn.Module, with_layer: bool) -> RotaryFinding | str:
+def examine_rotary(
+    module: nn.Module, with_layer: bool, table: Any = None, rows: int | None = None
+) -> RotaryFinding | str:
     """What ``module`` computes, verified, or the reason it is left in place; ``with_layer``:
-    it is called with a layer type (:func:`rotary_call`)."""
+    it is called with a layer type (:func:`rotary_call`). ``table``: the posenc module its
+    fixed table gives (or why it gives none), ``rows``: that table's positions, the probes'
+    limit (None: the module has no table)."""
     if where(module).type == "meta":
         return "its tensors are on the meta device: nothing to verify"
     keys = _layer_types(module) if with_layer else [None]
@@ -530,7 +557,7 @@ def examine_rotary(module: nn.Module, with_layer: bool) -> RotaryFinding | str:
     rotaries: dict[str | None, Any] = {}
     layouts, dtypes = set(), set()
     for key in keys:
-        found = _verified(module, key)
+        found = _verified(module, key, table, rows or 4096)
         if found == "":
             continue  # a layer type without RoPE: the module refuses it too
         if isinstance(found, str):

@@ -1,18 +1,19 @@
 """Absolute sinusoidal tables: recognised by their values and their call, verified, replaced.
 
 A module holding a fixed 2-D table (a buffer, or a parameter that is not trained) whose row
-``r`` is posenc's encoding of position ``r`` in one of its conventions, or in a convention with
-the two halves swapped (``[cos | sin]``), is a candidate; a row of zeros (the padding row of
-the fairseq family) is allowed. How the module is called decides which rows it returns; four
-calls are recognised, each verified by calling the module on probe inputs (the cache length
-is passed by the name the module's ``forward`` gives it: ``past_key_values_length`` up to
-transformers 5.23, ``cache_length`` from 5.24 on):
+``r`` is posenc's encoding of position ``r`` in one of its conventions (``musicgen`` is
+tensor2tensor's ``[cos | sin]``), or Marian's with the two halves swapped, is a candidate; a
+row of zeros (the padding row of the fairseq family) is allowed. How the module is called
+decides which rows it returns; four calls are recognised, each verified by calling the module
+on probe inputs (the cache length is passed by the name the module's ``forward`` gives it:
+``past_key_values_length`` up to transformers 5.23, ``cache_length`` from 5.24 on):
 
     by shape    module((b, s), past=0, position_ids=None) → (s, d)     rows past .. past+s-1
     by tokens   module(input_ids, past_key_values_length=0) → (b, s, d)  fairseq numbering,
                 zero at padding tokens
     by ids      module(position_ids[, ignored]) → (*P, d)             rows position_ids + k
     by length   module(input_ids (b, k, s), past=0) → (s, d)           rows past .. past+s-1
+                module(inputs_embeds (b, s, d), past=0) → (s, d)       (MusicGen-Melody)
 
 A module with no table that computes one on the fly from its input is recognised by its
 output (:func:`examine_computed`):
@@ -41,10 +42,11 @@ from ._absolute import (
 from ._examine_rotary import largest_difference
 from ._probe import forward_parameters, probing, signature_text
 from ._report import Replaced
+from ._rotary import LlamaRotary
 
-__all__ = ["TableRows", "examine_computed", "examine_table"]
+__all__ = ["TableRows", "examine_computed", "examine_table", "rotary_of_table"]
 
-_CONVENTIONS = ("paper", "tensor2tensor", "marian")
+_CONVENTIONS = ("paper", "tensor2tensor", "musicgen", "marian")
 _ROWS_COMPARED = 2048  # the first rows, and the last 16, are compared with posenc's
 
 
@@ -73,7 +75,7 @@ def match_table(table: torch.Tensor) -> tuple[str, bool, int | None] | str:
     best = (np.inf, "")
     for convention in _CONVENTIONS:
         ours = numpy_sinusoidal(rows, d, convention=convention, dtype=np.float64)  # type: ignore[arg-type]
-        for cos_first in (False, True) if d % 2 == 0 and convention != "paper" else (False,):
+        for cos_first in (False, True) if d % 2 == 0 and convention == "marian" else (False,):
             candidate = _flipped(ours) if cos_first else ours
             error = np.abs(theirs - candidate)[keep]
             worst = float(error.max()) if error.size else 0.0
@@ -88,6 +90,28 @@ def match_table(table: torch.Tensor) -> tuple[str, bool, int | None] | str:
                     f"{int(rows[keep][row])}, channel {int(channel)}",
                 )
     return f"its table matches no sinusoidal convention ({best[1]})"
+
+
+_ROTARY_ROWS = 32  # fewer positions than this in a rotary module's table: not verified
+
+
+def rotary_of_table(table: torch.Tensor) -> tuple[LlamaRotary | str, int]:
+    """``(posenc's rotary module, rows)`` for a rotary module that reads its RoPE tables from
+    a fixed ``[sin | cos]`` table (GPT-J's and CodeGen's ``embed_positions`` from
+    transformers 5.24 on): ``table`` must be posenc's ``marian`` table of width ``r``, whose
+    frequencies are RoPE's ω_k = base^(-2k/r) with base 10000; else the reason instead."""
+    rows, width = table.shape
+    if table.device.type == "meta":
+        return "its table is on the meta device: nothing to verify", rows
+    if rows < _ROTARY_ROWS or width % 2:
+        return f"its table ({rows} x {width}) is too small or odd to verify as RoPE's", rows
+    match = match_table(table)
+    if isinstance(match, str):
+        return match, rows
+    if match[0] != "marian" or match[2] is not None:
+        name = match[0] + (", cos first" if match[1] else "")
+        return f"its table is the {name!r} table, not RoPE's frequencies", rows
+    return LlamaRotary(width, base=10000.0), rows
 
 
 class TableRows(nn.Module):
@@ -105,6 +129,8 @@ class TableRows(nn.Module):
             ``"tokens"``: ``forward(input_ids, past_key_values_length=0)`` → ``(b, s, d)`` at
             the fairseq numbering plus ``past`` (padding tokens included, as FSMT does);
             ``"length"``: ``forward(input_ids, past_key_values_length=0)`` → ``(s, d)``;
+            ``"embeds_length"``: ``forward(inputs_embeds (b, s, d),
+            past_key_values_length=0)`` → ``(s, d)`` (MusicGen-Melody);
             ``"embeds"``: ``forward(inputs_embeds, past_key_values_length=0,
             position_ids=None)`` → ``(b, s, d)`` in ``inputs_embeds``'s dtype (Pegasus-X);
             the cache length may be passed as ``cache_length`` instead.
@@ -144,14 +170,7 @@ class TableRows(nn.Module):
     ) -> Any:
         """The rows the replaced module returned for the same call."""
         past = rest[0] if rest else cache_length_of(past_key_values_length, cache_length)[1]
-        if self.rule == "ids":
-            positions = first.to(torch.int64) + self.offset
-        elif self.rule == "tokens":
-            positions = fairseq_positions(first, self.zero_row or 0) + past
-        elif self.rule == "embeds":
-            positions = self._embeds_positions(first, past, rest[1:2] or (position_ids,))
-        else:
-            positions = torch.arange(first.shape[-1], device=first.device) + past
+        positions = self._positions(first, past, rest[1:2] or (position_ids,))
         if self.rule == "embeds":  # in the embeddings' dtype and on their device, as Pegasus-X
             rows = self.sinusoidal.encoding(positions, dtype=first.dtype, device=first.device)
         else:
@@ -164,6 +183,28 @@ class TableRows(nn.Module):
         if self.rule == "embeds":  # (b, s, d)
             return rows[None].expand(first.shape[0], -1, -1)
         return rows
+
+    def _positions(self, first: torch.Tensor, past: Any, given: tuple[Any]) -> torch.Tensor:
+        """The positions whose rows the call asks for, by :attr:`rule`."""
+        if self.rule == "ids":
+            return first.to(torch.int64) + self.offset
+        if self.rule == "tokens":
+            numbered: torch.Tensor = fairseq_positions(first, self.zero_row or 0) + past
+            return numbered
+        if self.rule == "embeds":
+            ids: torch.Tensor = self._embeds_positions(first, past, given)
+            return ids
+        length = self._embeds_length(first) if self.rule == "embeds_length" else first.shape[-1]
+        steps: torch.Tensor = torch.arange(length, device=first.device) + past
+        return steps
+
+    def _embeds_length(self, embeds: Any) -> int:
+        """``s`` of ``inputs_embeds`` ``(b, s, d)``, checked."""
+        d = self.sinusoidal.d_model
+        if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d:
+            got = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
+            raise ValueError(f"inputs_embeds must have shape (b, s, {d}), got {got}")
+        return int(embeds.shape[1])
 
     @staticmethod
     def _embeds_positions(embeds: torch.Tensor, past: Any, given: tuple[Any]) -> torch.Tensor:
@@ -249,6 +290,18 @@ def _forms(
         **factory_of(table),
     )
     forms.append(("rows past .. past+s-1 of (b, k, s)", new, [(three,), (three, 4)]))
+    embeds = torch.zeros(2, 5, d, dtype=table.dtype, device=device)
+    new = TableRows(
+        d,
+        convention=convention,
+        cos_first=cos_first,
+        rule="embeds_length",
+        zero_row=zero,
+        num_positions=count,
+        **factory_of(table),
+    )
+    calls = [(embeds,), (embeds[:1, :3], 4)]
+    forms.append(("rows past .. past+s-1 of inputs_embeds (b, s, d)", new, calls))
     return forms
 
 

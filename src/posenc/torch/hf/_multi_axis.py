@@ -44,8 +44,8 @@ class MultiAxisRotary(nn.Module):
         head_dim: channels per head, an integer >= 2.
         sections: rotary pairs per axis (``mrope_section``), positive integers summing to
             ``rotary_dim / 2``.
-        order: ``"sectioned"`` (default) or ``"interleaved"``; see
-            :func:`posenc.multi_axis_frequencies`.
+        order: ``"sectioned"`` (default), ``"interleaved"`` or ``"turns_then_last"`` (ERNIE 4.5
+            VL); see :func:`posenc.multi_axis_frequencies`.
         schedule: ``"shared"`` (default, M-RoPE), ``"dealt"`` or ``"per_axis"``.
         base: ``rope_theta``, a finite number > 0.
         scaling: ``None``, a Hugging Face ``rope_parameters`` dict or a
@@ -123,8 +123,10 @@ class MultiAxisRotary(nn.Module):
             layer_type: the layer type when the config's layers differ, else None.
             axes_dim: as in the constructor.
 
-        Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``) or whose
-        axis layout posenc builds no table for (the reason is the plan's).
+        Raises ``ValueError`` for a config whose RoPE is 1-D (use ``LlamaRotary``), whose
+        axis layout posenc builds no table for (the reason is the plan's), or whose axes each
+        rotate a block of channels of their own (``RopeLayer.pairs_per_axis``, Gemma 4's
+        vision tower: its plan's ``cos_sin`` gives that table).
         """
         layer = rope_plan(config).layer(layer_type)
         return cls._from_layer(layer, axes_dim=axes_dim, pairs=layer.pairs)
@@ -142,12 +144,18 @@ class MultiAxisRotary(nn.Module):
             )
         if layer.unsupported:
             raise ValueError(f"layer_type {layer.layer_type!r}: {layer.unsupported}")
+        if layer.pairs_per_axis:
+            raise ValueError(
+                f"layer_type {layer.layer_type!r}: each axis rotates its own block of channels "
+                f"({layer.pairs_source}): MultiAxisRotary builds one table over all rotated "
+                "channels, in one pair layout"
+            )
         slots = layer.slot_order or tuple(range(len(layer.axes)))
         keeps = layer.scaling is not None and layer.scaling.record.keeps_head_dim
         new = cls(
             layer.head_dim,
             sections=[layer.sections[a] for a in slots],
-            order="interleaved" if layer.interleaved_sections else "sectioned",
+            order=layer.order or ("interleaved" if layer.interleaved_sections else "sectioned"),
             schedule=layer.schedule or "shared",
             base=layer.base or 0.0,
             scaling=layer.scaling,

@@ -17,8 +17,9 @@ class Replaced:
         kind: ``"rotary"`` (RoPE cos/sin or phasors), ``"absolute"`` (a sinusoidal table) or
             ``"bias"`` (an attention bias: T5's ``compute_bias``, a relative sinusoid table).
         layout: how the values are laid out: for RoPE ``"half"``, ``"interleaved"``,
-            ``"columns"`` (one column per pair) or ``"complex"``; for tables the convention
-            (``"marian"``, ``"tensor2tensor"``, ``"tensor2tensor, cos first"``...).
+            ``"columns"`` (one column per pair), ``"columns_sin_first"`` (the same, returned
+            ``(sin, cos)``) or ``"complex"``; for tables the convention
+            (``"marian"``, ``"tensor2tensor"``, ``"musicgen"``, ``"marian, cos first"``...).
         detail: the rope type(s) or the positions the table is read at.
         replacement: the class name of the posenc module now in its place (for T5's bias,
             the method now computed by posenc).

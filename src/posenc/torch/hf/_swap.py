@@ -11,7 +11,7 @@ from torch import nn
 
 from ..._checks import check_bool
 from ._examine_rotary import examine_rotary
-from ._examine_tables import examine_computed, examine_table
+from ._examine_tables import examine_computed, examine_table, rotary_of_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
 from ._swap_bias import examine_biases
@@ -82,7 +82,9 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
     parameter_free = next(module.parameters(), None) is None
     call = rotary_call(module) if parameter_free else None
     if parameter_free and not isinstance(call, str):
-        found = examine_rotary(module, bool(call))
+        own = table_of(module)  # a fixed [sin | cos] table it reads its RoPE tables from
+        given, rows = rotary_of_table(own[1]) if own is not None else (None, None)
+        found = examine_rotary(module, bool(call), given, rows)
         if isinstance(found, str):  # reported when it looks positional or returned RoPE tables
             rope_like = "differs from posenc's" in found or "pairs)" in found
             return found if rope_like or positional else None
@@ -167,20 +169,23 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
 
     - rotary modules, called ``module(x, position_ids)`` or ``module(x, position_ids,
       layer_type)``, returning ``(cos, sin)`` in the ``half`` layout (→ :class:`LlamaRotary`),
-      with interleaved pairs or one column per pair, or complex phasors (``freqs_cis``); the
+      with interleaved pairs or one column per pair (``(cos, sin)``, or ``(sin, cos)`` as
+      GPT-J's and CodeGen's from transformers 5.24 on), or complex phasors (``freqs_cis``); the
       frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
-      partial rotation, per-layer-type parameters) or from its ``dim`` and ``base``;
+      partial rotation, per-layer-type parameters), from its ``dim`` and ``base``, or from the
+      fixed ``[sin | cos]`` table it reads (probed within that table's rows);
     - multi-axis rotary modules (M-RoPE), called ``module(x, position_ids)`` with ids
       ``(n_axes, b, s)`` (language models: Qwen2-VL, Qwen3-VL, ...) or ``(N, n_axes)``
       (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
       their order come from the config's rope plan and are verified on ids that differ
       between the axes;
     - fixed sinusoidal tables (a buffer, a parameter that is not trained, or a plain tensor
-      attribute as TrOCR's) in the ``marian``, ``tensor2tensor`` or ``paper`` convention, or
-      with the halves swapped
-      (``[cos | sin]``), read by shape (→ :class:`MarianPositions`), by fairseq numbering of
-      token ids (→ :class:`M2M100Positions`), at the given positions (→
-      :class:`WhisperEncoderPositions`) or by the input's length.
+      attribute as TrOCR's) in the ``marian``, ``tensor2tensor``, ``musicgen`` or ``paper``
+      convention, or Marian's with the halves swapped, read by shape (→
+      :class:`MarianPositions`), by fairseq numbering of token ids (→
+      :class:`M2M100Positions`), at the given positions (→ :class:`WhisperEncoderPositions`)
+      or by the input's length (MusicGen's ``(b, codebooks, s)`` ids, MusicGen-Melody's
+      ``(b, s, d)`` embeddings).
 
     A replacement returns what the module returned, in the same form, dtype and device; it
     never calls the module. Modules that look positional (by name, or by their call) but

@@ -1,0 +1,133 @@
+"""``posenc plot bias --table FILE``: T5's learned bucket table, read from a file through the
+bounded readers of ``posenc identify``, drawn against the relative position per head; hostile
+files and options that do not apply are refused with one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from posenc.cli import main
+
+pytest.importorskip("matplotlib", reason="posenc.plot needs matplotlib")
+bias_module = pytest.importorskip("posenc.plot._bias")
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The arguments each bias figure was drawn from (the figure itself is drawn as usual)."""
+    calls: list[tuple[Any, ...]] = []
+    real = bias_module.bias_curves
+
+    def recording(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(bias_module, "bias_curves", recording)
+    return calls
+
+
+def _table(rows: int = 8, heads: int = 3) -> np.ndarray:
+    return np.random.default_rng(0).normal(size=(rows, heads)).astype(np.float32)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_t5_table_from_npy_is_drawn_with_its_bucket_settings(
+    causal: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], drawn: list[Any]
+) -> None:
+    table = _table()
+    np.save(tmp_path / "t5.npy", table)
+    out = tmp_path / "bias.png"
+    options = ["--num-buckets", "8", "--max-distance", "16", "--distance", "20"]
+    argv = ["plot", "bias", "--table", str(tmp_path / "t5.npy"), *options, "--out", str(out)]
+    code, err = cli(argv + (["--causal"] if causal else []), capsys)
+    assert code == 0, err
+    assert out.read_bytes().startswith(b"\x89PNG")
+    heads, distance, _, got, buckets = drawn[0]
+    assert heads is None
+    assert distance == 20
+    assert np.array_equal(got, table)
+    assert buckets == (8, 16, not causal)
+
+
+def test_a_table_in_an_npz_archive_is_named_with_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], drawn: list[Any]
+) -> None:
+    table = _table(32, 4)
+    np.savez(tmp_path / "w.npz", other=np.zeros((2, 2)), bias=table)
+    out = tmp_path / "bias.svg"
+    argv = ["plot", "bias", "--table", str(tmp_path / "w.npz"), "--key", "bias", "--heads", "4"]
+    code, err = cli([*argv, "--out", str(out)], capsys)
+    assert code == 0, err
+    assert np.array_equal(drawn[0][3], table)
+    assert drawn[0][4] == (32, 128, True)  # T5's defaults
+
+
+@pytest.mark.parametrize(
+    ("array", "options", "message"),
+    [
+        (_table(3, 8), ["--num-buckets", "8"], "(num_buckets, heads) = (8, heads)"),
+        (_table(3, 8), ["--num-buckets", "8"], "transposed"),
+        (np.full((32, 2), np.nan), [], "NaN or infinity"),
+        (np.zeros(32), [], "(num_buckets, heads)"),
+        (np.zeros((32, 2), dtype=bool), [], "must hold numbers"),
+        (np.array([{"a": 1}, None], dtype=object), [], "never loaded"),
+        (_table(32, 2), ["--heads", "3"], "--heads must be the --table's 2 heads"),
+        (_table(32, 2), ["--max-bias", "4"], "--max-bias does not apply with --table"),
+    ],
+)
+def test_hostile_or_mismatched_tables_are_refused_in_one_line(
+    array: np.ndarray,
+    options: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    np.save(tmp_path / "t5.npy", array, allow_pickle=array.dtype == object)
+    out = tmp_path / "f.png"
+    argv = ["plot", "bias", "--table", str(tmp_path / "t5.npy"), *options, "--out", str(out)]
+    code, err = cli(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert "--table" in err or "t5.npy" in err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_table_larger_than_max_bytes_is_refused_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "t5.npy", _table(32, 64))
+    argv = ["plot", "bias", "--table", str(tmp_path / "t5.npy"), "--max-bytes", "1K"]
+    code, err = cli([*argv, "--out", str(tmp_path / "f.png")], capsys)
+    assert code == 2
+    assert "--max-bytes" in err
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # T5's bucket settings mean nothing to ALiBi: refused, not ignored
+        (["bias", "--num-buckets", "8"], "--num-buckets applies to the bias plot with --table"),
+        (["bias", "--max-distance", "16"], "--max-distance applies to the bias plot with --table"),
+        (["bias", "--causal"], "--causal applies to the bias plot with --table"),
+        (["heatmap", "--table", "t5.npy"], "--table does not apply to the heatmap plot"),
+        (["buckets", "--key", "w"], "--key does not apply to the buckets plot"),
+        (["bias", "--key", "w"], "--key applies to the bias plot with --table"),
+    ],
+)
+def test_options_that_do_not_apply_are_refused(
+    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli(["plot", *options, "--out", str(tmp_path / "f.png")], capsys)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1

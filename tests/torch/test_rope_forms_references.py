@@ -1,0 +1,220 @@
+"""Rotary forms outside the plain layouts, against the transformers modules themselves.
+
+- ERNIE 4.5 VL's M-RoPE (``Ernie4_5_VLMoeTextRotaryEmbedding``: height and width in turns,
+  then time) and Gemma 4's vision tower (``Gemma4VisionRotaryEmbedding``, ``[x, x, y, y]``
+  rotated by ``apply_multidimensional_rope``): the plan's tables equal the module's, and the
+  model's rotation with them gives the scores of ``posenc.apply_rotary`` block by block.
+- ``swap_positions`` replaces ERNIE's module (verified); it leaves Gemma 4's vision rotary
+  module, HunYuan-VL's XD-RoPE and NanoChat's (rotation by -θ) in place, saying why by name,
+  and ``strict=True`` raises for them.
+
+The transformers modules compute their frequencies and angles in float32 and posenc in
+float64: the tables agree within :data:`TABLE_ULPS` float32 ulps of max(|angle|, 1) per
+element. Not one: ERNIE's float32 ``inv_freq`` is itself up to 1.03 ulps off the exact
+frequency (torch's float32 ``pow``; head_dim 128, base 500), and its tables then differ from
+posenc's by up to 1.04 ulps (measured by this file's comparisons).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from tests.references import require
+
+torch = require("torch")
+transformers = require("transformers")
+
+import posenc  # noqa: E402
+from posenc.torch.hf import MultiAxisRotary, swap_positions  # noqa: E402
+from tests.tolerance import assert_close_ulp  # noqa: E402
+
+ernie = require("transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe")
+gemma4 = require("transformers.models.gemma4.modeling_gemma4")
+hunyuan_vl = require("transformers.models.hunyuan_vl.modeling_hunyuan_vl")
+nanochat = require("transformers.models.nanochat.modeling_nanochat")
+
+
+#: float32 ulps of max(|angle|, 1) between the modules' tables and the plan's (see above).
+TABLE_ULPS = 2
+#: float32 ulps of max|x| between the models' float32 rotation and posenc's float64 one with
+#: the same tables (two products and a sum, each rounded).
+ROTATION_ULPS = 2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _quiet() -> None:
+    transformers.logging.set_verbosity_error()
+
+
+def _ernie_config(sections: list[int]) -> object:
+    return transformers.Ernie4_5_VLMoeTextConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        head_dim=2 * sum(sections),
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "mrope_section": sections},
+    )
+
+
+def _reach(layer: posenc.RopeLayer, positions: np.ndarray) -> np.ndarray:
+    """max(|angle|, 1) of every channel of the plan's table (the magnitude it is rounded at)."""
+    matrix = layer.axis_frequencies().frequencies  # (n_axes, n_pairs)
+    per_pair = np.maximum(np.abs(positions.astype(np.float64) @ matrix), 1.0)
+    if layer.pairs == "interleaved":
+        return np.repeat(per_pair, 2, axis=-1)
+    if layer.pairs_per_axis:
+        blocks, start = [], 0
+        for axis in layer.slot_order:
+            stop = start + layer.sections[axis]
+            blocks += [per_pair[..., start:stop]] * 2
+            start = stop
+        return np.concatenate(blocks, axis=-1)
+    return np.concatenate([per_pair, per_pair], axis=-1)
+
+
+@pytest.mark.parametrize("sections", [[22, 22, 20], [3, 3, 10], [1, 1, 1]])
+def test_ernie_vl_tables_are_the_module_s(sections: list[int]) -> None:
+    config = _ernie_config(sections)
+    module = ernie.Ernie4_5_VLMoeTextRotaryEmbedding(config)
+    layer = posenc.rope_plan(config).layer()
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 4096, size=(3, 2, 40))  # (t, h, w) rows, distinct on every axis
+    cos, sin = module(torch.zeros(1), torch.from_numpy(ids))
+    positions = np.moveaxis(ids, 0, -1)
+    ours_cos, ours_sin = layer.cos_sin(positions)
+    scale = _reach(layer, positions)
+    assert_close_ulp(
+        ours_cos, cos.numpy(), ulps=TABLE_ULPS, dtype=np.float32, scale=scale, what="cos"
+    )
+    assert_close_ulp(
+        ours_sin, sin.numpy(), ulps=TABLE_ULPS, dtype=np.float32, scale=scale, what="sin"
+    )
+    # the model's rotation with these tables is posenc's with the plan's pair layout (the
+    # same float32 tables on both sides: only the rounding of the products differs)
+    q, k = rng.standard_normal((2, 2, 1, 40, config.head_dim), dtype=np.float32)
+    theirs = ernie.apply_rotary_pos_emb(torch.from_numpy(q), torch.from_numpy(k), cos, sin)
+    tables = (cos[:, None].double().numpy(), sin[:, None].double().numpy())
+    for t, mine in zip(theirs, (q, k), strict=True):
+        expected = posenc.apply_rotary(mine.astype(np.float64), *tables, pairs=layer.pairs)
+        assert_close_ulp(t.numpy(), expected, ulps=ROTATION_ULPS, dtype=np.float32)
+
+
+def test_ernie_vl_is_swapped_and_verified() -> None:
+    config = _ernie_config([3, 3, 10])
+    holder = torch.nn.Module()
+    holder.rotary_emb = ernie.Ernie4_5_VLMoeTextRotaryEmbedding(config)
+    original = holder.rotary_emb
+    report = swap_positions(holder, strict=True)
+    assert [x.name for x in report.replaced] == ["rotary_emb"]
+    ids = torch.from_numpy(np.random.default_rng(1).integers(0, 2000, size=(3, 1, 30)))
+    theirs = original(torch.zeros(1), ids)
+    ours = holder.rotary_emb(torch.zeros(1), ids)
+    positions = np.moveaxis(ids.numpy(), 0, -1)
+    scale = _reach(posenc.rope_plan(config).layer(), positions)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_close_ulp(a, b, ulps=TABLE_ULPS, dtype=np.float32, scale=scale)
+    module = MultiAxisRotary.from_config(config)
+    assert "order='turns_then_last'" in module.describe()
+
+
+def _gemma4_vision_config(head_dim: int) -> object:
+    return transformers.Gemma4VisionConfig(
+        hidden_size=2 * head_dim,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        head_dim=head_dim,
+    )
+
+
+def _patches(rows: int, columns: int) -> torch.Tensor:
+    """(x, y) = (column, row) of each patch, as Gemma 4's image processor numbers them."""
+    grid = torch.meshgrid(torch.arange(columns), torch.arange(rows), indexing="xy")
+    return torch.stack(grid, dim=-1).reshape(-1, 2)
+
+
+@pytest.mark.parametrize("head_dim", [16, 64])
+def test_gemma4_vision_tables_and_rotation_are_the_model_s(head_dim: int) -> None:
+    config = _gemma4_vision_config(head_dim)
+    module = gemma4.Gemma4VisionRotaryEmbedding(config)
+    layer = posenc.rope_plan(config).layer()
+    ids = _patches(9, 13)
+    cos, sin = module(torch.zeros(1), ids[None])  # (1, patches, head_dim)
+    positions = ids.numpy()
+    ours_cos, ours_sin = layer.cos_sin(positions)
+    scale = _reach(layer, positions)
+    assert_close_ulp(
+        ours_cos, cos[0].numpy(), ulps=TABLE_ULPS, dtype=np.float32, scale=scale, what="cos"
+    )
+    assert_close_ulp(
+        ours_sin, sin[0].numpy(), ulps=TABLE_ULPS, dtype=np.float32, scale=scale, what="sin"
+    )
+    # apply_multidimensional_rope with its tables: posenc's rotation, half of the head at a time
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, len(ids), 1, head_dim), dtype=np.float32)  # (b, s, heads, d)
+    theirs = gemma4.apply_multidimensional_rope(torch.from_numpy(x), cos, sin, ids[None])
+    c, s = cos[0].double().numpy(), sin[0].double().numpy()
+    half, flat = head_dim // 2, x[0, :, 0].astype(np.float64)
+    expected = np.concatenate(
+        [
+            posenc.apply_rotary(flat[:, :half], c[:, :half], s[:, :half], pairs=layer.pairs),
+            posenc.apply_rotary(flat[:, half:], c[:, half:], s[:, half:], pairs=layer.pairs),
+        ],
+        axis=-1,
+    )
+    assert_close_ulp(theirs[0, :, 0].numpy(), expected, ulps=ROTATION_ULPS, dtype=np.float32)
+
+
+def test_gemma4_vision_rotary_is_left_by_name() -> None:
+    model = gemma4.Gemma4VisionModel(_gemma4_vision_config(32))
+    report = swap_positions(model)
+    assert not report.replaced
+    (left,) = report.left
+    assert "apply_multidimensional_rope" in left.reason
+    assert "each axis rotates its own block" in left.reason
+    with pytest.raises(ValueError, match="apply_multidimensional_rope"):
+        swap_positions(model, strict=True)
+
+
+def _nanochat() -> object:
+    config = transformers.NanoChatConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    return transformers.NanoChatForCausalLM(config)
+
+
+def _hunyuan_vl_rotary() -> object:
+    config = transformers.HunYuanVLTextConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        head_dim=32,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4, "xdrope_section": [4] * 4},
+    )
+    holder = torch.nn.Module()
+    holder.rotary_emb = hunyuan_vl.HunYuanVLRotaryEmbedding(config)
+    return holder
+
+
+@pytest.mark.parametrize(
+    ("build", "why"),
+    [
+        (_nanochat, r"'nanochat'.*rotates by -θ"),
+        (_hunyuan_vl_rotary, r"'hunyuan_vl_text'.*XD-RoPE"),
+    ],
+)
+def test_refused_forms_are_left_by_name(build: Callable[[], object], why: str) -> None:
+    model = build()
+    report = swap_positions(model)
+    assert not report.replaced
+    assert report.left, str(report)
+    assert all(re.search(why, x.reason) for x in report.left), str(report)
+    with pytest.raises(ValueError, match=why):
+        swap_positions(model, strict=True)
