@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 import posenc  # noqa: E402
 from posenc.torch import SinusoidalPositionalEncoding, TransformerEmbedding  # noqa: E402
 from posenc.torch._kernels import _add as _fused  # noqa: E402
+from posenc.torch._kernels import _workers  # noqa: E402
 from posenc.torch._kernels._add import Rows, add_dropout, fused_sum, keep_mask  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -41,12 +42,16 @@ def binomial_ok(count: int, n: int, q: float, z: float = 6.0) -> bool:
     return abs(count - n * q) <= z * math.sqrt(n * q * (1 - q)) + 1e-9
 
 
-@pytest.fixture
-def small_blocks(monkeypatch):
+@pytest.fixture(params=["threads", "caller"])
+def small_blocks(request, monkeypatch):
     """Fused paths for any size, in blocks of 64 bytes: small test tensors go through many
-    blocks of both kinds (several rows per block, and rows split into several blocks)."""
+    blocks of both kinds (several rows per block, and rows split into several blocks), handed
+    to two threads or all on the calling thread."""
     monkeypatch.setattr(_fused, "BLOCK_BYTES", 64)
     monkeypatch.setattr(_fused, "FUSE_MIN_BYTES", 0)
+    if request.param == "threads":
+        monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)
+        monkeypatch.setattr(_workers, "threads", lambda: 2)
 
 
 @pytest.fixture(params=["fused", "plain"])

@@ -20,6 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 import posenc.torch._kernels._rope as rotary  # noqa: E402
 from posenc import rotary_cos_sin as np_cos_sin  # noqa: E402
 from posenc.torch import RotaryEmbedding, apply_rotary, rotary_cos_sin  # noqa: E402
+from posenc.torch._kernels import _workers  # noqa: E402
 from tests.tolerance import assert_close_ulp  # noqa: E402
 
 PAIRS = ("half", "interleaved")
@@ -64,13 +65,15 @@ def assert_matches_formula(out, x, cos, sin, pairs):
     assert torch.equal(out[..., rotated:], x[..., rotated:])
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    """Chunks of 1 KiB and two intra-op threads: many chunks, pieces, ragged last chunks;
-    small half-pair inputs take the fast path too."""
+@pytest.fixture(params=["threads", "caller"])
+def small_chunks(request, monkeypatch):
+    """Pieces of 1 KiB and two threads: many pieces and tasks, ragged last pieces; small
+    half-pair inputs take the fast path too; handed to threads, or all on the calling thread."""
     monkeypatch.setattr(rotary, "_CHUNK_BYTES", 1024)
     monkeypatch.setattr(rotary, "_SMALL_HALF", 0)
     monkeypatch.setattr(rotary.torch, "get_num_threads", lambda: 2)
+    if request.param == "threads":
+        monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)
 
 
 # -- values ---------------------------------------------------------------------------------------
@@ -141,12 +144,15 @@ def test_property_any_shape_chunking_and_threads(
     cos, sin = tables(length, head_dim, pairs, rotary_dim=2 * half)
     x = randn(*lead, length, head_dim, dtype=dtype, seed=seed)
     saved = rotary._CHUNK_BYTES, rotary._SMALL_HALF, rotary.torch.get_num_threads
+    spread = _workers.SPREAD_MIN_BYTES
     rotary._CHUNK_BYTES, rotary._SMALL_HALF = chunk, 0
     rotary.torch.get_num_threads = lambda: threads
+    _workers.SPREAD_MIN_BYTES = 0 if seed % 2 else spread
     try:
         out = apply_rotary(x, cos, sin, pairs=pairs)
     finally:
         rotary._CHUNK_BYTES, rotary._SMALL_HALF, rotary.torch.get_num_threads = saved
+        _workers.SPREAD_MIN_BYTES = spread
     assert_matches_formula(out, x, cos, sin, pairs)
 
 

@@ -31,7 +31,8 @@ WHOLE = {
 
 
 class CountRegions(TorchDispatchMode):
-    """Names of the operations that touch GRAIN elements or more (parallel regions)."""
+    """Names of the operations that open a parallel region: GRAIN elements or more, run while
+    PyTorch may use several threads on this one."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,7 +56,8 @@ class CountRegions(TorchDispatchMode):
             "as_strided",
             "squeeze",
         )
-        large = max(sizes, default=0) >= _workers.GRAIN and name not in WHOLE
+        alone = torch.get_num_threads() == 1  # the operation ran on this thread alone
+        large = max(sizes, default=0) >= _workers.GRAIN and name not in WHOLE and not alone
         if large and not any(v in name for v in views) and "detach" not in name:
             self.regions.append(name)
         return result
@@ -69,15 +71,17 @@ def regions(fn) -> list[str]:
 
 @pytest.mark.parametrize("pairs", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rotation_has_one_parallel_region_at_most(pairs, dtype):
+def test_rotation_has_one_parallel_region_at_most(pairs, dtype, monkeypatch):
+    monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)  # as for a large tensor
     rope = RotaryEmbedding(64, pairs=pairs, max_len=512)
-    q = torch.randn(2, 4, 512, 64).to(dtype)  # 256 K elements: 8 GRAINs
+    q = torch.randn(2, 8, 512, 64).to(dtype)  # 512 K elements: several pieces
     found = regions(lambda: rope.rotate(q))
     # float32 interleaved pairs are one complex multiplication over the whole tensor
     assert len(found) <= 1, found
 
 
-def test_training_add_with_dropout_adds_in_one_synchronisation():
+def test_training_add_with_dropout_adds_in_one_synchronisation(monkeypatch):
+    monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)  # as for a large tensor
     """The mask is drawn by a few whole-tensor operations (PyTorch's generator is one stream);
     the add, the mask and the scale then run in pieces."""
     module = SinusoidalPositionalEncoding(256, dropout=0.1, max_len=512).train()
@@ -88,6 +92,7 @@ def test_training_add_with_dropout_adds_in_one_synchronisation():
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
 def test_results_do_not_depend_on_threads(threads, monkeypatch):
+    monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)
     rope = RotaryEmbedding(64, pairs="half", max_len=300)
     q = torch.randn(3, 5, 300, 64).to(torch.bfloat16)
     expected = rope.rotate(q)
@@ -112,6 +117,7 @@ def test_an_error_in_a_task_is_raised_in_the_caller(monkeypatch):
 
 def test_workers_keep_the_callers_inference_mode(monkeypatch):
     monkeypatch.setattr(_workers, "threads", lambda: 2)
+    monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)
     rope = RotaryEmbedding(64, pairs="half", max_len=512)
     q = torch.randn(2, 4, 512, 64)
     with torch.inference_mode():
@@ -120,7 +126,8 @@ def test_workers_keep_the_callers_inference_mode(monkeypatch):
     assert torch.equal(out, rope.rotate(q))
 
 
-def test_several_threads_on_one_module():
+def test_several_threads_on_one_module(monkeypatch):
+    monkeypatch.setattr(_workers, "SPREAD_MIN_BYTES", 0)
     rope = RotaryEmbedding(64, pairs="half", max_len=256)
     inputs = [
         torch.randn(2, 4, 256, 64, generator=torch.Generator().manual_seed(i)) for i in range(6)
@@ -148,3 +155,17 @@ def test_a_forked_child_makes_its_own_workers(monkeypatch):
     assert _workers._workers(1) is first
     monkeypatch.setattr(_workers.os, "getpid", lambda: -1)
     assert _workers._workers(1) is not first
+
+
+def test_the_calling_threads_count_is_restored():
+    before = torch._C.get_num_threads()
+    with _workers._on_this_thread():
+        inside = torch._C.get_num_threads()
+    assert torch._C.get_num_threads() == before
+    assert inside == (1 if _workers._set_threads() else before)
+
+
+def test_small_work_stays_on_the_calling_thread():
+    x = torch.empty(1)
+    assert not _workers.spread(_workers.SPREAD_MIN_BYTES - 1, x)
+    assert _workers.spread(_workers.SPREAD_MIN_BYTES, x) == (_workers.threads() > 1)

@@ -36,10 +36,10 @@ from . import _workers
 
 __all__ = ["Rows", "add_dropout", "add_encoding", "embed", "fused_sum", "keep_mask"]
 
-#: At most this many bytes of output per block. Blocks also hold fewer than ``GRAIN`` elements
-#: (:mod:`._workers`): a block and its operands stay in a core's cache between the operations
-#: applied to it, and those operations run on one thread without a barrier.
-BLOCK_BYTES = 1 << 23
+#: Bytes of output per block handed to a thread (:mod:`._workers`): a block and its operands
+#: stay in its core's cache between the operations applied to it. Work too small to hand to
+#: threads goes in blocks of ``8 * BLOCK_BYTES`` that stay in the shared last-level cache.
+BLOCK_BYTES = 1 << 20
 
 #: Below this many bytes the direct ``nonzero`` is cheaper than the word-by-word scan.
 _SMALL = 1 << 16
@@ -78,10 +78,13 @@ def _index2(index: torch.Tensor) -> torch.Tensor:
     return index
 
 
-def _block_rows(d: int, itemsize: int) -> int:
-    """Rows of ``d`` elements per block: at most ``BLOCK_BYTES``, and fewer than ``GRAIN``
-    elements, so that PyTorch runs a block's operations on the thread that calls them."""
-    return max(1, min(BLOCK_BYTES // (itemsize * d), (_workers.GRAIN - 1) // d))
+def _block_rows(d: int, itemsize: int, spread: bool) -> int:
+    """Rows of ``d`` elements per block: at most ``BLOCK_BYTES`` for a thread of its own (and
+    as many elements as :func:`._workers.piece_elements` allows), or ``8 * BLOCK_BYTES``,
+    whose operations PyTorch parallelises, on the calling thread."""
+    if not spread:
+        return max(1, 8 * BLOCK_BYTES // (itemsize * d))
+    return max(1, _workers.piece_elements(max(1, BLOCK_BYTES // itemsize)) // d)
 
 
 def _blocks(a: int, b: int, rows: int) -> list[tuple[int, int, int, int]]:
@@ -118,8 +121,8 @@ class _Operand:
         return rows.view(i1 - i0, j1 - j0, self.source.shape[1])
 
 
-#: Blocks per task handed to a thread (see :mod:`._workers`).
-_TASK_BLOCKS = 8
+#: Bytes of output per task handed to a thread (see :mod:`._workers`).
+_TASK_BYTES = 1 << 20
 
 
 def fused_sum(
@@ -158,7 +161,8 @@ def fused_sum(
     shape = (out3.shape[0], out3.shape[1], out3.shape[2])
     if out3.numel() == 0:
         return out
-    rows = _block_rows(shape[2], out.element_size())
+    spread = _workers.spread(out3.numel() * out.element_size(), out)
+    rows = _block_rows(shape[2], out.element_size(), spread)
     operands = [_Operand(t, shape, rows) for t in terms]
     mask3 = None if mask is None else mask.view(shape)
     # Each block of the 0/1 mask is converted to out's dtype in a reused buffer per thread
@@ -167,9 +171,10 @@ def fused_sum(
     converted: dict[int, torch.Tensor] = {}
     first, rest = operands[0], operands[1:]
     blocks = _blocks(shape[0], shape[1], rows)
+    per_task = max(1, _TASK_BYTES // (rows * shape[2] * out.element_size()))
 
     def task(index: int, slot: int) -> None:
-        for i0, i1, j0, j1 in blocks[index * _TASK_BLOCKS : (index + 1) * _TASK_BLOCKS]:
+        for i0, i1, j0, j1 in blocks[index * per_task : (index + 1) * per_task]:
             o = out3[i0:i1, j0:j1]
             v = first.block(i0, i1, j0, j1, slot)
             if first_scale is not None:
@@ -196,7 +201,7 @@ def fused_sum(
             if scale is not None:
                 o.mul_(scale)
 
-    _workers.run(-(-len(blocks) // _TASK_BLOCKS), task, tensor=out)
+    _workers.run(-(-len(blocks) // per_task), task, tensor=out, spread=spread)
     return out
 
 

@@ -59,13 +59,16 @@ def _rotate(x: torch.Tensor, pairs: str) -> torch.Tensor:
     return torch.stack((-pair[..., 1], pair[..., 0]), dim=-1).flatten(-2)
 
 
-# At most this many bytes of the activation (in the compute dtype) per piece; pieces are also
-# held below ``GRAIN`` elements (128 KiB of float32), which stay in a core's L2 cache.
-_CHUNK_BYTES = 1 << 21
+# Bytes of the activation (in the compute dtype) per piece that one thread rotates while it
+# stays in its core's cache: 1 MiB, as each thread's share of the 2 MiB chunks measured best
+# on a 2-core machine with 1 MiB of L2 per core. Work too small to hand to threads
+# (:func:`._workers.spread`) goes in chunks of ``2 * _CHUNK_BYTES`` whose operations PyTorch
+# parallelises; without an OpenMP runtime to talk to, pieces stay below ``GRAIN`` elements.
+_CHUNK_BYTES = 1 << 20
 
-# Pieces per task handed to a thread: enough work to make the hand-over cheap, few enough
-# tasks per call that a thread which lost its core holds back little.
-_TASK_PIECES = 8
+# Bytes per task handed to a thread: enough work to make the hand-over cheap, few enough that
+# a thread which lost its core holds back little.
+_TASK_BYTES = 1 << 20
 
 # Half pairs with at most this many elements take the formula: the same bits, and fewer
 # operations to dispatch when the data is in cache anyway (decoding one token).
@@ -122,16 +125,21 @@ class _Pieces:
     """Views sharing the leading shape ``lead`` cut into pieces of whole rows, grouped into
     tasks for :func:`~._workers.run`.
 
-    A piece holds fewer than ``GRAIN`` elements (so PyTorch runs its operations on the thread
-    that calls them) and at most ``_CHUNK_BYTES`` bytes of rows of ``row_bytes`` each; a task
-    is about ``_TASK_PIECES`` consecutive pieces. Off the CPU the whole views are one piece.
+    A piece holds at most ``_CHUNK_BYTES`` bytes of rows of ``row_bytes`` each (and as many
+    elements as :func:`._workers.piece_elements` allows); a task is about ``_TASK_BYTES`` of
+    consecutive pieces. Off the CPU the whole views are one piece.
     """
 
     def __init__(
         self, views: list[torch.Tensor], lead: tuple[int, ...], row_bytes: int, row: int
     ) -> None:
         self.views = views
-        budget = max(1, min(_workers.GRAIN - 1, _CHUNK_BYTES * row // max(row_bytes, 1)))
+        total = math.prod(lead) * row_bytes
+        self.spread = _workers.spread(total, views[0])
+        if self.spread:
+            budget = _workers.piece_elements(max(1, _CHUNK_BYTES * row // max(row_bytes, 1)))
+        else:
+            budget = max(1, 2 * _CHUNK_BYTES * row // max(row_bytes, 1))
         self.axis, inner = -1, row
         if views[0].device.type == "cpu":
             for i in range(len(lead) - 1, -1, -1):
@@ -142,11 +150,15 @@ class _Pieces:
         if self.axis < 0:
             self.outer: tuple[int, ...] = ()
             self.step = self.per_task = self.tasks_per_outer = self.count = 1
+            self.spread = False
             return
         self.outer = lead[: self.axis]
         self.length = lead[self.axis]
         self.step = max(1, budget // inner)
-        self.per_task = self.step * _TASK_PIECES
+        piece_bytes = self.step * inner * row_bytes // row
+        self.per_task = self.step * max(1, _TASK_BYTES // max(piece_bytes, 1))
+        if not self.spread:  # one task per outer index: the calling thread does them all
+            self.per_task = self.length
         self.tasks_per_outer = -(-self.length // self.per_task)
         self.count = math.prod(self.outer) * self.tasks_per_outer
 
@@ -228,7 +240,7 @@ def _rotate_half_into(
             if tail:
                 rest[-1].copy_(rest[-2])
 
-    _workers.run(pieces.count, task, tensor=x)
+    _workers.run(pieces.count, task, tensor=x, spread=pieces.spread)
 
 
 def _complex_view(x: torch.Tensor) -> torch.Tensor | None:
@@ -277,7 +289,7 @@ def _rotate_interleaved_into(
             if tail:
                 rest[1].copy_(rest[0])
 
-    _workers.run(pieces.count, task, tensor=x)
+    _workers.run(pieces.count, task, tensor=x, spread=pieces.spread)
 
 
 def _rotate_fast(

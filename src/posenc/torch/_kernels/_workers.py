@@ -1,15 +1,19 @@
 """Work shared by threads with one synchronisation per call: how the fast paths use the cores.
 
-PyTorch runs each CPU operation on a tensor of ``GRAIN`` elements or more as a parallel region
-of its intra-op threads, with a barrier at its end. A fast path that walks a tensor in
-cache-sized pieces, a few operations per piece, would cross a few hundred barriers per call,
-and on a busy machine each barrier waits for whichever thread the scheduler has taken off its
-core (a rotation ran 3.5 times slower beside one busy process). So the fast paths cut their
-work into pieces of fewer than ``GRAIN`` elements, whose operations PyTorch runs on the calling
-thread without a barrier, and :func:`run` hands the pieces to threads: the calling thread and
+PyTorch runs each CPU operation as a parallel region of its intra-op threads, each thread
+taking an equal share, with a barrier at its end. A fast path that walks a tensor in
+cache-sized pieces, a few operations per piece, crosses a hundred barriers per call, and on a
+busy machine each waits for the thread that shares its core with another process (a rotation
+ran 3.5 times slower beside one busy process, where a single operation lost 10%).
+
+So the fast paths hand their pieces to threads instead: the calling thread and
 ``torch.get_num_threads() - 1`` workers each take the next task as they come free, so a thread
-that lost its core delays only the task it holds. The call waits once, at its end, for the
-tasks in progress.
+slowed down by another process simply takes fewer tasks; the call waits once, at its end, for
+the tasks in progress. The operations on a piece run on the thread that took it: each of these
+threads sets its own OpenMP thread count to one while it works (``omp_set_num_threads`` acts on
+the calling thread only; the caller's count is restored before :func:`run` returns, and no
+other thread's changes). Where no OpenMP runtime answers, pieces are kept below ``GRAIN``
+elements, which PyTorch runs on the calling thread anyway.
 
 PyTorch releases the global interpreter lock inside each operation, so the threads compute in
 parallel; the Python between operations (a few microseconds a piece) is what they share.
@@ -17,21 +21,35 @@ parallel; the Python between operations (a few microseconds a piece) is what the
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 
-__all__ = ["GRAIN", "run", "threads"]
+__all__ = ["GRAIN", "SPREAD_MIN_BYTES", "piece_elements", "run", "spread", "threads"]
 
 #: PyTorch's ``at::internal::GRAIN_SIZE``: an elementwise operation on fewer elements runs on
 #: the thread that calls it, without a parallel region.
 GRAIN = 32768
 
+#: Work smaller than this many bytes stays on the calling thread, its operations parallelised
+#: by PyTorch: handing it to threads costs more than the barriers it saves (measured on
+#: 8 MiB of rotation), and a short call is rarely caught by another process.
+SPREAD_MIN_BYTES = 16 << 20
+
 _lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
+_omp: Any = None  # omp_set_num_threads, False where it does not act, None before the probe
+
+
+def _count() -> int:
+    """This thread's OpenMP thread count as PyTorch reads it (not patched by tests)."""
+    return int(torch._C.get_num_threads())
 
 
 def threads() -> int:
@@ -39,12 +57,65 @@ def threads() -> int:
     return max(1, torch.get_num_threads())
 
 
+def _set_threads() -> Any:
+    """``omp_set_num_threads`` of the OpenMP runtime PyTorch uses, if setting it to one on
+    this thread makes PyTorch's operations here run on it alone (else False)."""
+    global _omp
+    if _omp is None:
+        try:
+            function = ctypes.CDLL(None).omp_set_num_threads
+        except (OSError, AttributeError):
+            _omp = False
+            return _omp
+        function.argtypes, function.restype = [ctypes.c_int], None
+        before = _count()  # also PyTorch's per-thread start-up, which sets it
+        function(1)
+        acts = _count() == 1
+        function(before)
+        _omp = function if acts and _count() == before else False
+    return _omp
+
+
+@contextmanager
+def _on_this_thread() -> Iterator[None]:
+    """Run PyTorch's operations on the calling thread alone inside the block."""
+    function = _set_threads()
+    if not function:
+        yield
+        return
+    before = _count()
+    function(1)
+    try:
+        yield
+    finally:
+        function(before)
+
+
+def spread(nbytes: int, tensor: torch.Tensor) -> bool:
+    """Whether work of ``nbytes`` on ``tensor`` is handed to threads by :func:`run`."""
+    return nbytes >= SPREAD_MIN_BYTES and tensor.device.type == "cpu" and threads() > 1
+
+
+def piece_elements(limit: int) -> int:
+    """Elements a piece may hold, for a kernel that wants at most ``limit``: ``limit`` where
+    the threads run their operations alone, else fewer than ``GRAIN``."""
+    return max(1, limit if _set_threads() else min(limit, GRAIN - 1))
+
+
+def _start_worker() -> None:
+    _count()  # PyTorch's per-thread start-up first: it sets the count
+    function = _set_threads()
+    if function:
+        function(1)
+
+
 def _workers(count: int) -> ThreadPoolExecutor:
     """A pool of at least ``count`` threads for this process (a forked child makes its own)."""
     global _pool
     with _lock:
         if _pool is None or _pool[0] != os.getpid() or _pool[1] < count:
-            _pool = (os.getpid(), count, ThreadPoolExecutor(count, "posenc-kernel"))
+            pool = ThreadPoolExecutor(count, "posenc-kernel", initializer=_start_worker)
+            _pool = (os.getpid(), count, pool)
         return _pool[2]
 
 
@@ -91,28 +162,39 @@ class _Tasks:
             self.work(slot)
 
 
-def run(count: int, task: Callable[[int, int], None], *, tensor: torch.Tensor) -> None:
+def run(
+    count: int, task: Callable[[int, int], None], *, tensor: torch.Tensor, spread: bool = True
+) -> None:
     """Call ``task(index, slot)`` for each index in ``range(count)``, spread over threads.
 
     ``slot`` (``0 <= slot < threads()``) tells the threads apart, so that each keeps its own
     scratch. Tasks run in index order as threads come free; each should touch its own part
-    of the output. On a tensor off the CPU, with one thread, one task or a dispatch mode
-    active, the calling thread runs them all. The first exception of a task is raised here
-    once the tasks in progress have ended (no task starts after it).
+    of the output. Without ``spread`` (see :func:`spread`), on a tensor off the CPU, with one
+    thread or one task, the calling thread
+    runs them all (its operations as PyTorch parallelises them); with a dispatch mode active
+    it runs them all too, each operation on it alone.
+    The first exception of a task is raised here once the tasks in progress have ended (no
+    task starts after it).
     """
-    width = min(threads(), count)
-    if width <= 1 or tensor.device.type != "cpu" or _modes_active():
+    width = min(threads(), count) if spread else 1
+    if width <= 1 or tensor.device.type != "cpu":
         for index in range(count):
             task(index, 0)
+        return
+    if _modes_active():
+        with _on_this_thread():
+            for index in range(count):
+                task(index, 0)
         return
     tasks = _Tasks(count, task)
     pool = _workers(width - 1)
     for slot in range(1, width):
         pool.submit(tasks.work_elsewhere, slot)
-    tasks.work(0)
-    # Wait for the tasks in progress only: a worker that starts later finds none left, so a
-    # pool busy with other calls (or lost to a fork) cannot hold this one.
-    with tasks.done:
-        tasks.done.wait_for(lambda: tasks.running == 0)
+    with _on_this_thread():
+        tasks.work(0)
+        # Wait for the tasks in progress only: a worker that starts later finds none left, so
+        # a pool busy with other calls (or lost to a fork) cannot hold this one.
+        with tasks.done:
+            tasks.done.wait_for(lambda: tasks.running == 0)
     if tasks.error is not None:
         raise tasks.error
