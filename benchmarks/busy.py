@@ -20,6 +20,7 @@ Not run by ``--smoke``: the busy rows take about a minute.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -29,9 +30,11 @@ from contextlib import contextmanager
 from typing import Any
 
 #: The background load: a pure-Python loop that also ends when its parent is gone.
+#: The background load: a pure-Python loop that ends when its parent (the pid it is given as
+#: its argument) is gone, even if that happened before it started.
 BUSY_LOOP = (
-    "import os\n"
-    "parent = os.getppid()\n"
+    "import os, sys\n"
+    "parent = int(sys.argv[1])\n"
     "while os.getppid() == parent:\n"
     "    for _ in range(200_000):\n"
     "        pass\n"
@@ -50,7 +53,7 @@ TARGETS: dict[str, tuple[float | None, float | None]] = {
 @contextmanager
 def one_core_busy() -> Iterator[None]:
     """Keep one core busy while the block runs (the process is stopped however it ends)."""
-    process = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    process = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(os.getpid())])
     try:
         time.sleep(0.3)  # let it reach its loop
         yield

@@ -18,6 +18,7 @@ family        entry points                             fast path
 The plain formulas are what ``torch.compile`` traces and what runs everywhere under
 ``posenc.set_fast_paths(False)`` (or ``POSENC_FAST_PATHS=0``). Tables and additions are the
 same bits either way; rotations agree within one unit in the last place; the fused dropout
-draws its (exact-probability) mask differently from ``torch.nn.Dropout``. No fast path reads
+draws its (exact-probability) mask differently from ``torch.nn.Dropout``. Large work is shared
+among threads with one synchronisation per call (:mod:`._workers`). No fast path reads
 tensor data off the CPU, so none synchronises the host with an accelerator.
 """

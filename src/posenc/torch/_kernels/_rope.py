@@ -9,9 +9,10 @@ the same float32 (float64) arithmetic:
   ``posenc.set_fast_paths(False)``, when cos/sin need gradients, or when a tensor subclass or
   functorch transform is involved;
 - the fast path, for eager mode. ``x`` is read once from memory and the output written once:
-  the work is done in chunks of about ``_CHUNK_BYTES`` that stay in the CPU caches between the
-  few operations per chunk, each chunk split into one piece per intra-op thread (distant
-  pieces, so that the threads fault in fresh output pages without contending). Interleaved
+  the work is done in pieces that stay in the CPU caches between the few operations per
+  piece. Large work (:func:`._workers.spread`) goes in pieces of ``_CHUNK_BYTES`` handed to
+  threads that each run a piece's operations alone, one synchronisation per call; smaller
+  work in chunks of twice that, whose operations PyTorch parallelises. Interleaved
   float32/float64 pairs are one complex multiplication by ``cos + i·sin`` over the whole
   tensor (PyTorch's scalar complex product may fuse a product into the sum: one unit in the
   last place from the formula at most, for the elements the vectorised loop leaves to scalar
