@@ -158,10 +158,10 @@ def test_a_forked_child_makes_its_own_workers(monkeypatch):
 
 
 def test_the_calling_threads_count_is_restored():
-    before = torch._C.get_num_threads()
+    before = _workers._count()
     with _workers._on_this_thread():
-        inside = torch._C.get_num_threads()
-    assert torch._C.get_num_threads() == before
+        inside = _workers._count()
+    assert _workers._count() == before
     assert inside == (1 if _workers._set_threads() else before)
 
 

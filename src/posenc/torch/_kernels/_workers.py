@@ -47,9 +47,12 @@ _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
 _omp: Any = None  # omp_set_num_threads, False where it does not act, None before the probe
 
 
+_get_num_threads = torch.get_num_threads  # taken at import: tests patch the module attribute
+
+
 def _count() -> int:
-    """This thread's OpenMP thread count as PyTorch reads it (not patched by tests)."""
-    return int(torch._C.get_num_threads())
+    """This thread's OpenMP thread count as PyTorch reads it."""
+    return int(_get_num_threads())
 
 
 def threads() -> int:
