@@ -67,7 +67,7 @@ def _set_threads() -> Any:
     if _omp is None:
         try:
             function = ctypes.CDLL(None).omp_set_num_threads
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):  # no such symbol, or no CDLL(None)
             _omp = False
             return _omp
         function.argtypes, function.restype = [ctypes.c_int], None
