@@ -120,8 +120,10 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 # pytest run (torch reads the variable once, when it loads). The tolerances count roundings
 # (tests/tolerance.py), so a kernel set that sums in another order must still pass. An
 # unsupported capability is refused by torch with a warning; the line before each run prints
-# the capability torch uses. Both runs: 2 min 32 s and 3 min 7 s (two timings on a busy
-# two-core machine), so make test runs it after the suite.
+# the capability torch uses. Then the kernel_sets tests, once (they start their own processes
+# under each kernel set: a graph Inductor cached under the machine's own kernels must not
+# serve another set). Both runs: 26 s and 28 s of tests on a quiet two-core machine (2 min
+# 32 s and 3 min 7 s on a busy one); the kernel_sets tests about 40 s.
 KERNEL_SETS := default avx2
 KERNEL_TESTS := tests/torch/test_integration_hf.py tests/torch/test_hf_rotary_plan.py \
 	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_dtypes.py \
@@ -138,6 +140,7 @@ test-kernels: $(DEV_STAMP) $(EDITABLE)
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) \
 	  || exit 1; \
 	done
+	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/test_kernel_sets.py
 
 # The Hugging Face layer under the newest transformers (pip's choice today, not the pin), in its
 # own .venv-compat; torch, NumPy and the test tools stay at the pins through
@@ -217,7 +220,17 @@ test-py310: $(PY310_STAMP)
 	CI= $(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
 endif
 
-test: lint typecheck pytest test-kernels docs bench-quick test-py310
+# After the suite, the Python 3.10 run (one process, NumPy only) goes beside the kernel sets,
+# the docs build and the benchmark smoke run (mostly one core each): its output is printed
+# when both are done, and make test fails if either failed.
+test: lint typecheck pytest
+	@py310_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-py310 > $$py310_log 2>&1 & py310=$$!; \
+	$(MAKE) --no-print-directory test-kernels docs bench-quick; rest=$$?; \
+	wait $$py310; status=$$?; \
+	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$py310_log; \
+	rm -f $$py310_log; \
+	test $$rest -eq 0 -a $$status -eq 0
 
 clean:
 	rm -rf $(VENV) $(VENV310) $(VENVCOMPAT) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,7 +1,8 @@
 """Shared test configuration: a deterministic, CI-sized hypothesis profile, the profiles of the
 fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one), and the ``sweep``
 marker: its tests run only when asked for (``pytest -m sweep``, ``POSENC_SWEEP=1`` as
-``make test`` sets it, or ``make test-sweep``)."""
+``make test`` sets it, or ``make test-sweep``); so do the ``kernel_sets`` tests
+(``POSENC_KERNEL_SETS=1``, as ``make test-kernels`` sets it)."""
 
 from __future__ import annotations
 
@@ -86,16 +87,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(fuzz_profile.header())
 
 
-def _sweep_asked_for(config: pytest.Config) -> bool:
-    """``-m`` names the ``sweep`` marker, or ``POSENC_SWEEP=1``."""
-    return "sweep" in (config.option.markexpr or "") or os.environ.get("POSENC_SWEEP") == "1"
+#: marker -> the environment variable that asks for its tests (``-m`` naming it does too)
+ASKED_BY = {"sweep": "POSENC_SWEEP", "kernel_sets": "POSENC_KERNEL_SETS"}
+
+
+def _asked_for(config: pytest.Config, marker: str) -> bool:
+    """``-m`` names ``marker``, or its variable (``ASKED_BY``) is 1."""
+    return marker in (config.option.markexpr or "") or os.environ.get(ASKED_BY[marker]) == "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The default run leaves out the tests marked ``sweep`` (deselected, as ``-m`` would)."""
-    if _sweep_asked_for(config):
-        return
-    sweep = [item for item in items if item.get_closest_marker("sweep") is not None]
-    if sweep:
-        config.hook.pytest_deselected(items=sweep)
-        items[:] = [item for item in items if item.get_closest_marker("sweep") is None]
+    """The default run leaves out the tests marked ``sweep`` or ``kernel_sets`` unless asked
+    for (deselected, as ``-m`` would)."""
+    for marker in ASKED_BY:
+        if _asked_for(config, marker):
+            continue
+        left = [item for item in items if item.get_closest_marker(marker) is not None]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if item.get_closest_marker(marker) is None]

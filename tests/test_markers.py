@@ -1,4 +1,5 @@
-"""The ``sweep`` marker: its tests run only when asked for (``-m sweep`` or ``POSENC_SWEEP=1``)."""
+"""The ``sweep`` and ``kernel_sets`` markers: their tests run only when asked for (``-m sweep``
+or ``POSENC_SWEEP=1``; ``-m kernel_sets`` or ``POSENC_KERNEL_SETS=1``)."""
 
 from __future__ import annotations
 
@@ -6,37 +7,41 @@ from types import SimpleNamespace
 
 import pytest
 
-from .conftest import _sweep_asked_for
+from .conftest import ASKED_BY, _asked_for
 
 
 def _config(markexpr: str) -> pytest.Config:
     return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr))  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize("marker", sorted(ASKED_BY))
 @pytest.mark.parametrize(
     ("markexpr", "env", "asked"),
     [
         ("", None, False),
         ("slow", None, False),
-        ("sweep", None, True),
-        ("sweep or slow", None, True),
-        ("not sweep", None, True),  # -m itself leaves them out
+        ("{marker}", None, True),
+        ("{marker} or slow", None, True),
+        ("not {marker}", None, True),  # -m itself leaves them out
         ("", "1", True),
         ("", "0", False),
     ],
 )
-def test_sweep_is_run_only_when_asked_for(
-    markexpr: str, env: str | None, asked: bool, monkeypatch: pytest.MonkeyPatch
+def test_marked_tests_run_only_when_asked_for(
+    marker: str, markexpr: str, env: str | None, asked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if env is None:
-        monkeypatch.delenv("POSENC_SWEEP", raising=False)
+        monkeypatch.delenv(ASKED_BY[marker], raising=False)
     else:
-        monkeypatch.setenv("POSENC_SWEEP", env)
-    assert _sweep_asked_for(_config(markexpr)) is asked
+        monkeypatch.setenv(ASKED_BY[marker], env)
+    assert _asked_for(_config(markexpr.format(marker=marker)), marker) is asked
 
 
-def test_this_run_holds_no_sweep_test_unless_asked_for(request: pytest.FixtureRequest) -> None:
-    if _sweep_asked_for(request.config):
-        pytest.skip("the sweep was asked for")
-    swept = [i.nodeid for i in request.session.items if i.get_closest_marker("sweep")]
-    assert swept == []
+@pytest.mark.parametrize("marker", sorted(ASKED_BY))
+def test_this_run_holds_no_marked_test_unless_asked_for(
+    marker: str, request: pytest.FixtureRequest
+) -> None:
+    if _asked_for(request.config, marker):
+        pytest.skip(f"the {marker} tests were asked for")
+    held = [i.nodeid for i in request.session.items if i.get_closest_marker(marker)]
+    assert held == []

@@ -30,6 +30,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# Three compilations in fresh processes (about 40 s): run by ``make test-kernels`` (which sets
+# POSENC_KERNEL_SETS=1) beside the Python 3.10 suite, not in the main pytest run.
+pytestmark = pytest.mark.kernel_sets
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
