@@ -222,10 +222,12 @@ endif
 
 # After the suite, the Python 3.10 run (one process, NumPy only) goes beside the kernel sets,
 # the docs build and the benchmark smoke run (mostly one core each): its output is printed
-# when both are done, and make test fails if either failed.
+# when both are done, and make test fails if either failed. A background job starts with SIGINT
+# ignored, so Ctrl-C (or SIGTERM) on make test stops it through the trap.
 test: lint typecheck pytest
 	@py310_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-py310 > $$py310_log 2>&1 & py310=$$!; \
+	trap 'kill $$py310 2>/dev/null; rm -f $$py310_log; exit 130' INT TERM; \
 	$(MAKE) --no-print-directory test-kernels docs bench-quick; rest=$$?; \
 	wait $$py310; status=$$?; \
 	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$py310_log; \

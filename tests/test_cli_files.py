@@ -381,6 +381,9 @@ def test_readme_lists_each_exit_code_and_each_has_a_test() -> None:
 def test_signals_are_held_while_a_file_is_moved_into_place() -> None:
     from posenc.cli._output import _signals_held
 
+    # Python's own handler, whatever this process was started with (a shell starts a
+    # background job with SIGINT ignored, and Python then installs none)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     done = []
 
     def rename_while_interrupted() -> None:
@@ -388,10 +391,13 @@ def test_signals_are_held_while_a_file_is_moved_into_place() -> None:
             signal.raise_signal(signal.SIGINT)
             done.append("the rename")
 
-    with pytest.raises(KeyboardInterrupt):
-        rename_while_interrupted()
-    assert done == ["the rename"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rename_while_interrupted()
+        assert done == ["the rename"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Terminal(io.StringIO):
