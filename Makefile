@@ -117,7 +117,8 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 # The end-to-end comparisons (models, layers and rotary modules of transformers against
 # posenc's, torch.compile with Inductor) under the CPU kernels ATen would pick on an older or
 # plainer machine: ATEN_CPU_CAPABILITY=default (no vector kernels) and avx2, each in its own
-# pytest run (torch reads the variable once, when it loads). The tolerances count roundings
+# pytest run (torch reads the variable once, when it loads), the two side by side (each mostly
+# one core; their outputs are printed when both are done). The tolerances count roundings
 # (tests/tolerance.py), so a kernel set that sums in another order must still pass. An
 # unsupported capability is refused by torch with a warning; the line before each run prints
 # the capability torch uses. Then the kernel_sets tests, once (they start their own processes
@@ -134,12 +135,15 @@ KERNEL_TESTS := tests/torch/test_integration_hf.py tests/torch/test_hf_rotary_pl
 	tests/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths
 
 test-kernels: $(DEV_STAMP) $(EDITABLE)
+	@logs=$$(mktemp -d); pids=; \
 	for capability in $(KERNEL_SETS); do \
-	  echo "make test-kernels: ATEN_CPU_CAPABILITY=$$capability" \
+	  ( echo "make test-kernels: ATEN_CPU_CAPABILITY=$$capability" \
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -c 'import torch; print("torch uses", torch.backends.cpu.get_cpu_capability())' \
-	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) \
-	  || exit 1; \
-	done
+	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) ) > $$logs/$$capability 2>&1 & pids="$$pids $$!"; \
+	done; \
+	trap 'kill $$pids 2>/dev/null; rm -rf $$logs; exit 130' INT TERM; \
+	status=0; for pid in $$pids; do wait $$pid || status=1; done; \
+	cat $$logs/*; rm -rf $$logs; test $$status -eq 0
 	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/test_kernel_sets.py
 
 # The Hugging Face layer under the newest transformers (pip's choice today, not the pin), in its
@@ -220,15 +224,15 @@ test-py310: $(PY310_STAMP)
 	CI= $(VENV310)/bin/python -m pytest -q -rfE -p no:cacheprovider
 endif
 
-# After the suite, the Python 3.10 run (one process, NumPy only) goes beside the kernel sets,
-# the docs build and the benchmark smoke run (mostly one core each): its output is printed
-# when both are done, and make test fails if either failed. A background job starts with SIGINT
-# ignored, so Ctrl-C (or SIGTERM) on make test stops it through the trap.
-test: lint typecheck pytest
+# The Python 3.10 run (one process, NumPy only) goes beside the rest of make test, from the
+# suite on: the suite keeps about one core busy on average, so the other one runs it; its output
+# is printed when both are done, and make test fails if either failed. A background job starts
+# with SIGINT ignored, so Ctrl-C (or SIGTERM) on make test stops it through the trap.
+test: lint typecheck
 	@py310_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-py310 > $$py310_log 2>&1 & py310=$$!; \
 	trap 'kill $$py310 2>/dev/null; rm -f $$py310_log; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory test-kernels docs bench-quick; rest=$$?; \
+	$(MAKE) --no-print-directory pytest test-kernels docs bench-quick; rest=$$?; \
 	wait $$py310; status=$$?; \
 	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$py310_log; \
 	rm -f $$py310_log; \
