@@ -117,8 +117,8 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 # The end-to-end comparisons (models, layers and rotary modules of transformers against
 # posenc's, torch.compile with Inductor) under the CPU kernels ATen would pick on an older or
 # plainer machine: ATEN_CPU_CAPABILITY=default (no vector kernels) and avx2, each in its own
-# pytest run (torch reads the variable once, when it loads), the two side by side (each mostly
-# one core; their outputs are printed when both are done). The tolerances count roundings
+# pytest run (torch reads the variable once, when it loads), the two side by side with the
+# kernel_sets tests below (each mostly one core; their outputs are printed when all are done). The tolerances count roundings
 # (tests/tolerance.py), so a kernel set that sums in another order must still pass. An
 # unsupported capability is refused by torch with a warning; the line before each run prints
 # the capability torch uses. Then the kernel_sets tests, once (they start their own processes
@@ -141,10 +141,11 @@ test-kernels: $(DEV_STAMP) $(EDITABLE)
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -c 'import torch; print("torch uses", torch.backends.cpu.get_cpu_capability())' \
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) ) > $$logs/$$capability 2>&1 & pids="$$pids $$!"; \
 	done; \
+	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/test_kernel_sets.py \
+	  > $$logs/kernel_sets 2>&1 & pids="$$pids $$!"; \
 	trap 'kill $$pids 2>/dev/null; rm -rf $$logs; exit 130' INT TERM; \
 	status=0; for pid in $$pids; do wait $$pid || status=1; done; \
 	cat $$logs/*; rm -rf $$logs; test $$status -eq 0
-	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/test_kernel_sets.py
 
 # The Hugging Face layer under the newest transformers (pip's choice today, not the pin), in its
 # own .venv-compat; torch, NumPy and the test tools stay at the pins through
