@@ -121,10 +121,6 @@ class _Operand:
         return rows.view(i1 - i0, j1 - j0, self.source.shape[1])
 
 
-#: Bytes of output per task handed to a thread (see :mod:`._workers`).
-_TASK_BYTES = 1 << 20
-
-
 def fused_sum(
     out: torch.Tensor,
     terms: Sequence[Term],
@@ -171,7 +167,7 @@ def fused_sum(
     converted: dict[int, torch.Tensor] = {}
     first, rest = operands[0], operands[1:]
     blocks = _blocks(shape[0], shape[1], rows)
-    per_task = max(1, _TASK_BYTES // (rows * shape[2] * out.element_size()))
+    per_task = max(1, _workers.TASK_BYTES // (rows * shape[2] * out.element_size()))
 
     def task(index: int, slot: int) -> None:
         for i0, i1, j0, j1 in blocks[index * per_task : (index + 1) * per_task]:

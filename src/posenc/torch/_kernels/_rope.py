@@ -67,10 +67,6 @@ def _rotate(x: torch.Tensor, pairs: str) -> torch.Tensor:
 # parallelises; without an OpenMP runtime to talk to, pieces stay below ``GRAIN`` elements.
 _CHUNK_BYTES = 1 << 20
 
-# Bytes per task handed to a thread: enough work to make the hand-over cheap, few enough that
-# a thread which lost its core holds back little.
-_TASK_BYTES = 1 << 20
-
 # Half pairs with at most this many elements take the formula: the same bits, and fewer
 # operations to dispatch when the data is in cache anyway (decoding one token).
 _SMALL_HALF = 1 << 15
@@ -127,7 +123,7 @@ class _Pieces:
     tasks for :func:`~._workers.run`.
 
     A piece holds at most ``_CHUNK_BYTES`` bytes of rows of ``row_bytes`` each (and as many
-    elements as :func:`._workers.piece_elements` allows); a task is about ``_TASK_BYTES`` of
+    elements as :func:`._workers.piece_elements` allows); a task is about ``TASK_BYTES`` of
     consecutive pieces. Off the CPU the whole views are one piece.
     """
 
@@ -157,7 +153,7 @@ class _Pieces:
         self.length = lead[self.axis]
         self.step = max(1, budget // inner)
         piece_bytes = self.step * inner * row_bytes // row
-        self.per_task = self.step * max(1, _TASK_BYTES // max(piece_bytes, 1))
+        self.per_task = self.step * max(1, _workers.TASK_BYTES // max(piece_bytes, 1))
         if not self.spread:  # one task per outer index: the calling thread does them all
             self.per_task = self.length
         self.tasks_per_outer = -(-self.length // self.per_task)

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["GRAIN", "SPREAD_MIN_BYTES", "piece_elements", "run", "spread", "threads"]
+__all__ = ["GRAIN", "SPREAD_MIN_BYTES", "TASK_BYTES", "piece_elements", "run", "spread", "threads"]
 
 #: PyTorch's ``at::internal::GRAIN_SIZE``: an elementwise operation on fewer elements runs on
 #: the thread that calls it, without a parallel region.
@@ -41,6 +41,10 @@ GRAIN = 32768
 #: by PyTorch: handing it to threads costs more than the barriers it saves (measured on
 #: 8 MiB of rotation), and a short call is rarely caught by another process.
 SPREAD_MIN_BYTES = 16 << 20
+
+#: Bytes per task a kernel hands to a thread: enough work to make the hand-over cheap, few
+#: enough that a thread which lost its core holds back little.
+TASK_BYTES = 1 << 20
 
 _lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
