@@ -9,10 +9,10 @@ and the plain formula written next to it. This switch forces the plain formulas 
         ...
 
 or, for a whole process, the environment variable ``POSENC_FAST_PATHS=0``. The two give the
-same tables and additions bit for bit (rotations within one unit in the last place, and
-dropout masks drawn like ``torch.nn.Dropout``'s); tests use the switch to compare them, and
-it is the first thing to try when a fast path is suspected of a problem. Code traced by
-``torch.compile`` always runs the plain formulas.
+same tables, additions and CPU rotations bit for bit (rotations off the CPU within one unit
+in the last place, and dropout masks drawn like ``torch.nn.Dropout``'s); tests use the switch
+to compare them, and it is the first thing to try when a fast path is suspected of a
+problem. Code traced by ``torch.compile`` always runs the plain formulas.
 """
 
 from __future__ import annotations

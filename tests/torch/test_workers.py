@@ -159,7 +159,7 @@ def test_a_forked_child_makes_its_own_workers(monkeypatch):
 
 def test_the_calling_threads_count_is_restored():
     before = _workers._count()
-    with _workers._on_this_thread():
+    with _workers.alone():
         inside = _workers._count()
     assert _workers._count() == before
     assert inside == (1 if _workers._set_threads() else before)

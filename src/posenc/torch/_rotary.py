@@ -19,7 +19,7 @@ from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
 from ._functional import largest_position_seq_len, refuse_length_export
-from ._kernels._rope import RopeTables, phasors, rotate
+from ._kernels._rope import RopeTables, by_phasors, phasors, rotate
 from ._kernels._table import rope_cos_sin
 from ._multi_axis import AxisFrequencies, hf_hint, multi_axis_spec
 
@@ -272,7 +272,11 @@ class RotaryEmbedding(CachedTables):
             positions = freqs.text_positions(start, stop, device)
             return RopeTables(*freqs.cos_sin(positions, self.pairs, dtype, True))
         (cos, sin), snapshot = self._cached_rows(start, stop, dtype, device, key=key)
-        if snapshot is None or self.pairs != "interleaved" or not fast_paths_enabled():
+        if (
+            snapshot is None
+            or not by_phasors(self.pairs, self.rotary_dim)
+            or not fast_paths_enabled()
+        ):
             return RopeTables(cos, sin)
         table = snapshot.derived.get("phasors")
         if table is None:  # built on first use, for this snapshot only

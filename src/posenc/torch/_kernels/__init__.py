@@ -17,7 +17,8 @@ family        entry points                             fast path
 
 The plain formulas are what ``torch.compile`` traces and what runs everywhere under
 ``posenc.set_fast_paths(False)`` (or ``POSENC_FAST_PATHS=0``). Tables and additions are the
-same bits either way; rotations agree within one unit in the last place; the fused dropout
+same bits either way, and so are rotations on the CPU (off it, interleaved rotations agree
+within one unit in the last place: the device's complex product); the fused dropout
 draws its (exact-probability) mask differently from ``torch.nn.Dropout``. Large work is shared
 among threads with one synchronisation per call (:mod:`._workers`). No fast path reads
 tensor data off the CPU, so none synchronises the host with an accelerator.

@@ -1,26 +1,38 @@
 """Kernel family **rope**: rotating queries and keys by RoPE tables.
 
 Entry point :func:`rotate` (and :func:`phasors`, the complex table the interleaved fast path
-multiplies by, which a cache may keep). Two implementations of ``x·cos + rotate(x)·sin`` with
-the same float32 (float64) arithmetic:
+multiplies by, which a cache may keep). The reference is the formula
+(:func:`rotate_formula`), ``x·cos + rotate(x)·sin`` in float32 (float64 for float64 inputs)
+rounded once to x's dtype, written with whole-tensor operations: what ``torch.compile``
+traces (Inductor fuses it into one pass), and what runs under ``posenc.set_fast_paths(False)``,
+when cos/sin need gradients, or when a tensor subclass or functorch transform is involved.
 
-- the formula (:func:`rotate_formula`), written with whole-tensor operations: what
-  ``torch.compile`` traces (Inductor fuses it into one pass), and what runs under
-  ``posenc.set_fast_paths(False)``, when cos/sin need gradients, or when a tensor subclass or
-  functorch transform is involved;
-- the fast path, for eager mode. ``x`` is read once from memory and the output written once:
-  the work is done in pieces that stay in the CPU caches between the few operations per
-  piece. Large work (:func:`._workers.spread`) goes in pieces of ``_CHUNK_BYTES`` handed to
-  threads that each run a piece's operations alone, one synchronisation per call; smaller
-  work in chunks of twice that, whose operations PyTorch parallelises. Interleaved
-  float32/float64 pairs are one complex multiplication by ``cos + i·sin`` over the whole
-  tensor (PyTorch's scalar complex product may fuse a product into the sum: one unit in the
-  last place from the formula at most, for the elements the vectorised loop leaves to scalar
-  code; exact alternatives cost two more passes); half pairs are ``x·cos`` and ``x·sin`` per
-  chunk, then the sums of the two halves: the formula's roundings, the formula's bits.
-  16-bit inputs are converted to float32 per chunk, rotated in float32 and rounded once to
-  their dtype. Gradients: the rotation is linear and orthogonal, so the backward pass is the
-  inverse rotation, by the same fast path.
+The fast path, for eager mode, gives the formula's bits on the CPU (each product rounded once,
+then one sum) for every shape, layout, dtype and thread count; off the CPU, the interleaved
+complex product below is the device's kernel, which may fuse a product into the sum (within
+one unit in the last place). ``x`` is read once from memory and the
+output written once: the work is done in pieces that stay in the CPU caches between the few
+operations per piece. Large work (:func:`._workers.spread`) goes in pieces of
+``_CHUNK_BYTES`` handed to threads that each run a piece's operations alone, one
+synchronisation per call; smaller work in chunks of twice that, whose operations PyTorch
+parallelises.
+
+- Pairs of channels (``half``: ``(i, i + r/2)``; ``interleaved``: ``(2i, 2i + 1)``) are
+  ``x·cos`` and ``x·sin`` per piece, then the sums across each pair's two channels
+  (:func:`_rotate_pairs_into`).
+- Interleaved pairs whose rotated width is a multiple of ``2 * _ALIGN`` channels are one
+  complex multiplication by ``cos + i·sin`` (:func:`_rotate_interleaved_into`), over the
+  whole tensor when it can be viewed as complex numbers. PyTorch's vectorised complex product
+  rounds like the formula; its scalar loop, which takes the elements left over at the end of
+  a vectorised run, may fuse a product into the sum (one unit in the last place away). Rows of
+  ``_ALIGN`` complex numbers leave nothing over, provided PyTorch does not split a row among
+  its threads: it splits an operation at multiples of ``ceil(numel / parts)`` elements, so the
+  multiplication runs whole when those are multiples of ``_ALIGN`` and on one thread
+  otherwise (:func:`_multiply`).
+
+16-bit inputs are converted to float32 per piece, rotated in float32 and rounded once to their
+dtype. Gradients: the rotation is linear and orthogonal, so the backward pass is the inverse
+rotation, by the same fast path, with the formula's gradient bits.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ import torch
 from ..._switches import fast_paths_enabled
 from . import _workers
 
-__all__ = ["RopeTables", "phasors", "rotate", "rotate_formula"]
+__all__ = ["RopeTables", "by_phasors", "phasors", "rotate", "rotate_formula"]
 
 
 class RopeTables(NamedTuple):
@@ -56,7 +68,7 @@ def _rotate(x: torch.Tensor, pairs: str) -> torch.Tensor:
     if pairs == "half":
         first, second = x.chunk(2, dim=-1)
         return torch.cat((-second, first), dim=-1)
-    pair = x.reshape(*x.shape[:-1], -1, 2)
+    pair = x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
     return torch.stack((-pair[..., 1], pair[..., 0]), dim=-1).flatten(-2)
 
 
@@ -67,9 +79,19 @@ def _rotate(x: torch.Tensor, pairs: str) -> torch.Tensor:
 # parallelises; without an OpenMP runtime to talk to, pieces stay below ``GRAIN`` elements.
 _CHUNK_BYTES = 1 << 20
 
-# Half pairs with at most this many elements take the formula: the same bits, and fewer
-# operations to dispatch when the data is in cache anyway (decoding one token).
+# Pairs rotated by products and sums (:func:`_rotate_pairs_into`) with at most this many
+# elements take the formula: the same bits, and fewer operations to dispatch when the data is
+# in cache anyway (decoding one token).
 _SMALL_HALF = 1 << 15
+
+# Complex numbers per row for which PyTorch's vectorised complex product leaves no element to
+# its scalar loop: a multiple of twice the widest vector of complex numbers (AVX-512: 8
+# complex64), which its loops take two vectors at a time.
+_ALIGN = 16
+
+# PyTorch's thread count as ATen reads it (taken at import: tests patch ``torch.get_num_threads``
+# to simulate other counts for posenc's workers, which must not change what ATen does).
+_aten_threads = torch.get_num_threads
 
 
 def rotate_formula(
@@ -92,13 +114,19 @@ def _fast_tables(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The tables of the fast path from full-layout cos/sin ``(..., r)``.
 
-    ``half``: ``(cos, sin)`` in ``compute`` (no copy when already in it);
-    ``interleaved``: ``(cos + i·sin of each pair, None)``, complex ``(..., r/2)``.
+    ``(cos, sin)`` in ``compute`` (no copy when already in it), rotated by products and sums;
+    for interleaved pairs of a width that :func:`by_phasors` allows,
+    ``(cos + i·sin of each pair, None)``, complex ``(..., r/2)``.
     """
     cos, sin = cos.to(compute), sin.to(compute)
-    if pairs == "half":
+    if not by_phasors(pairs, cos.shape[-1]):
         return cos, sin
     return torch.complex(cos[..., 0::2], sin[..., 0::2]), None
+
+
+def by_phasors(pairs: str, dim: int) -> bool:
+    """Whether ``dim`` rotated channels in ``pairs`` are rotated by one complex product."""
+    return pairs == "interleaved" and (dim // 2) % _ALIGN == 0
 
 
 def _use_fast_path(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs: str) -> bool:
@@ -107,7 +135,7 @@ def _use_fast_path(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs:
     # would put a guard on the sequence length into the graph.
     return (
         not torch.compiler.is_compiling()
-        and (pairs == "interleaved" or x.numel() > _SMALL_HALF)
+        and (by_phasors(pairs, cos.shape[-1]) or x.numel() > _SMALL_HALF)
         and fast_paths_enabled()
         and type(x) is torch.Tensor
         and type(cos) is torch.Tensor
@@ -148,10 +176,13 @@ class _Pieces:
             self.outer: tuple[int, ...] = ()
             self.step = self.per_task = self.tasks_per_outer = self.count = 1
             self.spread = False
+            #: elements of a row-sized view in the largest piece (a per-thread scratch size)
+            self.largest = math.prod(lead) * row
             return
         self.outer = lead[: self.axis]
         self.length = lead[self.axis]
         self.step = max(1, budget // inner)
+        self.largest = min(self.step, self.length) * inner
         piece_bytes = self.step * inner * row_bytes // row
         self.per_task = self.step * max(1, _workers.TASK_BYTES // max(piece_bytes, 1))
         if not self.spread:  # one task per outer index: the calling thread does them all
@@ -176,25 +207,34 @@ class _Pieces:
         yield from zip(*(torch.split(p, self.step) for p in parts), strict=True)
 
 
-def _rotate_half_into(
+def _channels(t: torch.Tensor, pairs: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first and second channels of each pair of ``t`` ``(..., r)``, as views."""
+    if pairs == "half":
+        half = t.shape[-1] // 2
+        return t[..., :half], t[..., half:]
+    return t[..., 0::2], t[..., 1::2]
+
+
+def _rotate_pairs_into(
     out: torch.Tensor,
     x: torch.Tensor,
     cos: torch.Tensor,
     sin: torch.Tensor,
+    pairs: str,
     inverse: bool,
 ) -> None:
-    """Half pairs: ``out = x·cos + (−x2, x1)·sin`` (``inverse``: ``(x2, −x1)``), in pieces.
+    """``out = x·cos + (−x2, x1)·sin`` (``inverse``: ``(x2, −x1)``) for the pairs ``(x1, x2)``
+    of ``pairs``, in pieces.
 
     The same roundings as the formula (products, then one sum), so the same bits.
     """
     dim = cos.shape[-1]
-    half = dim // 2
     lead = tuple(x.shape[:-1])
     compute = cos.dtype
     direct = x.dtype == compute
     views = [x[..., :dim], cos.expand(*lead, dim), sin.expand(*lead, dim)]
-    if direct:  # the result is built in out itself: its halves are split once, with the rest
-        views += [out[..., :dim], out[..., :half], out[..., half:dim]]
+    if direct:  # the result is built in out itself: its channels are split once, with the rest
+        views += [out[..., :dim], *_channels(out[..., :dim], pairs)]
     else:
         views += [out[..., :dim]]
     tail = dim < x.shape[-1]
@@ -202,31 +242,31 @@ def _rotate_half_into(
         views += [x[..., dim:], out[..., dim:]]
     row_bytes = dim * (x.element_size() if direct else compute.itemsize)
     pieces = _Pieces(views, lead, row_bytes, dim)
-    # forward: first half − x2·sin, second half + x1·sin; inverse: the signs swapped
+    # forward: first channel − x2·sin, second + x1·sin; inverse: the signs swapped
     combine_1, combine_2 = (
         (torch.Tensor.add_, torch.Tensor.sub_)
         if inverse
         else (torch.Tensor.sub_, torch.Tensor.add_)
     )
-    buffers: dict[int, list[torch.Tensor]] = {}  # scratch per thread
+    buffers: dict[int, list[torch.Tensor]] = {}  # scratch per thread, for the largest piece
 
     def task(index: int, slot: int) -> None:
         for x_r, c, s, *rest in pieces.task(index):
             size, shape = x_r.numel(), tuple(x_r.shape)
-            if slot not in buffers:  # the first piece is the largest
+            if slot not in buffers:
                 buffers[slot] = [
-                    x_r.new_empty(size, dtype=compute) for _ in range(1 if direct else 2)
+                    x_r.new_empty(pieces.largest, dtype=compute) for _ in range(1 if direct else 2)
                 ]
             parts = [b[:size].view(shape) for b in buffers[slot]]
             products = parts[0]
-            products_1, products_2 = products[..., :half], products[..., half:]
+            products_1, products_2 = _channels(products, pairs)
             if direct:
                 out_r, work_1, work_2 = rest[:3]
                 torch.mul(x_r, c, out=out_r)
                 torch.mul(x_r, s, out=products)
             else:
                 out_r, work = rest[0], parts[1]
-                work_1, work_2 = work[..., :half], work[..., half:]
+                work_1, work_2 = _channels(work, pairs)
                 products.copy_(x_r)
                 torch.mul(products, c, out=work)
                 products.mul_(s)
@@ -247,10 +287,29 @@ def _complex_view(x: torch.Tensor) -> torch.Tensor | None:
     return torch.view_as_complex(x.view(*x.shape[:-1], -1, 2))
 
 
+def _runs_whole(numel: int) -> bool:
+    """Whether PyTorch runs an elementwise operation on ``numel`` elements (rows of
+    ``_ALIGN``) without cutting a row: on one thread, or split among ``parts`` threads at
+    multiples of ``ceil(numel / parts)`` elements that are multiples of ``_ALIGN``."""
+    parts = min(int(_aten_threads()), -(-numel // _workers.GRAIN))
+    return parts <= 1 or -(-numel // parts) % _ALIGN == 0
+
+
+def _multiply(a: torch.Tensor, z: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = a · z`` (complex, rows of ``_ALIGN``) by PyTorch's vectorised loop only: on the
+    calling thread alone where PyTorch would cut a row among its threads."""
+    if _runs_whole(out.numel()):
+        torch.mul(a, z, out=out)
+        return
+    with _workers.alone():  # pieces are below GRAIN where this cannot act: one thread anyway
+        torch.mul(a, z, out=out)
+
+
 def _rotate_interleaved_into(
     out: torch.Tensor, x: torch.Tensor, phasors: torch.Tensor, inverse: bool
 ) -> None:
-    """Interleaved pairs: ``out = x · phasors`` as complex numbers (``inverse``: conjugate)."""
+    """Interleaved pairs: ``out = x · phasors`` as complex numbers (``inverse``: conjugate);
+    the phasors' rows are multiples of ``_ALIGN``."""
     half = phasors.shape[-1]
     dim = 2 * half
     lead = tuple(x.shape[:-1])
@@ -261,27 +320,28 @@ def _rotate_interleaved_into(
     tail = dim < x.shape[-1]
     x_c = _complex_view(x[..., :dim]) if x.dtype == compute else None
     out_c = _complex_view(out[..., :dim]) if x_c is not None else None
-    if x_c is not None and out_c is not None and not tail:
+    if x_c is not None and out_c is not None and not tail and _runs_whole(out_c.numel()):
         torch.mul(x_c, table, out=out_c)  # one pass: no chunks needed
         return
     views = [x[..., :dim], out[..., :dim], table]
     if tail:
         views += [x[..., dim:], out[..., dim:]]
     pieces = _Pieces(views, lead, dim * compute.itemsize, dim)
-    scratch: dict[int, torch.Tensor] = {}  # per thread
+    scratch: dict[int, torch.Tensor] = {}  # per thread, for the largest piece
 
     def task(index: int, slot: int) -> None:
         for x_r, out_r, z, *rest in pieces.task(index):
             if x_c is not None and out_c is not None:
                 # piece views of complex-viewable tensors stay complex-viewable
                 x_z, out_z = _complex_view(x_r), _complex_view(out_r)
-                torch.mul(x_z, z, out=out_z)  # type: ignore[arg-type]
+                _multiply(x_z, z, out_z)  # type: ignore[arg-type]
             else:
-                if slot not in scratch:  # the first piece is the largest
-                    scratch[slot] = x_r.new_empty(x_r.numel(), dtype=compute)
+                if slot not in scratch:
+                    scratch[slot] = x_r.new_empty(pieces.largest, dtype=compute)
                 work = scratch[slot][: x_r.numel()].view(x_r.shape)
                 work.copy_(x_r)
-                torch.view_as_complex(work.view(*work.shape[:-1], -1, 2)).mul_(z)
+                work_z = torch.view_as_complex(work.view(*work.shape[:-1], -1, 2))
+                _multiply(work_z, z, work_z)
                 out_r.copy_(work)
             if tail:
                 rest[1].copy_(rest[0])
@@ -299,9 +359,8 @@ def _rotate_fast(
     """The fast path without autograd: a new tensor of ``x``'s shape, dtype and layout."""
     out = torch.empty_like(x)
     if out.numel():
-        if pairs == "half":
-            assert second is not None
-            _rotate_half_into(out, x, first, second, inverse)
+        if second is not None:
+            _rotate_pairs_into(out, x, first, second, pairs, inverse)
         else:
             _rotate_interleaved_into(out, x, first, inverse)
     return out
@@ -364,7 +423,7 @@ def rotate(
     """
     cos, sin = tables.cos, tables.sin
     built: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor | None]] = {}
-    if tables.phasors is not None and pairs == "interleaved":
+    if tables.phasors is not None and by_phasors(pairs, cos.shape[-1]):
         built[tables.phasors.real.dtype] = (tables.phasors, None)
     rotated = []
     for x in tensors:

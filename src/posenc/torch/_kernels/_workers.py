@@ -31,7 +31,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["GRAIN", "SPREAD_MIN_BYTES", "TASK_BYTES", "piece_elements", "run", "spread", "threads"]
+__all__ = [
+    "GRAIN",
+    "SPREAD_MIN_BYTES",
+    "TASK_BYTES",
+    "alone",
+    "piece_elements",
+    "run",
+    "spread",
+    "threads",
+]
 
 #: PyTorch's ``at::internal::GRAIN_SIZE``: an elementwise operation on fewer elements runs on
 #: the thread that calls it, without a parallel region.
@@ -84,16 +93,18 @@ def _set_threads() -> Any:
 
 
 @contextmanager
-def _on_this_thread() -> Iterator[None]:
-    """Run PyTorch's operations on the calling thread alone inside the block."""
+def alone() -> Iterator[bool]:
+    """Run PyTorch's operations on the calling thread alone inside the block; yields whether
+    it could (False where no OpenMP runtime answers: PyTorch may still split an operation of
+    ``GRAIN`` elements or more among its threads)."""
     function = _set_threads()
     if not function:
-        yield
+        yield False
         return
     before = _count()
     function(1)
     try:
-        yield
+        yield True
     finally:
         function(before)
 
@@ -189,7 +200,7 @@ def run(
             task(index, 0)
         return
     if _modes_active():
-        with _on_this_thread():
+        with alone():
             for index in range(count):
                 task(index, 0)
         return
@@ -197,7 +208,7 @@ def run(
     pool = _workers(width - 1)
     for slot in range(1, width):
         pool.submit(tasks.work_elsewhere, slot)
-    with _on_this_thread():
+    with alone():
         tasks.work(0)
         # Wait for the tasks in progress only: a worker that starts later finds none left, so
         # a pool busy with other calls (or lost to a fork) cannot hold this one.
