@@ -220,7 +220,10 @@ def test_pages_carry_a_content_security_policy(server: ExplorerServer) -> None:
     response.read()
     connection.close()
     assert response.status == 200
-    assert response.getheader("Content-Security-Policy") == "default-src 'self'"
+    assert (
+        response.getheader("Content-Security-Policy")
+        == "default-src 'self'; frame-ancestors 'none'"
+    )
 
 
 def test_the_page_script_computes_nothing() -> None:

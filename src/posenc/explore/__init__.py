@@ -13,8 +13,14 @@ The server is a Flask application on Werkzeug's threaded server: Flask is the ex
 ``explore`` (``pip install flask``); this module imports without it, and :func:`make_server`
 then raises ``ImportError`` saying how to install it. The page draws with Apache ECharts,
 vendored inside posenc with its licence, and loads nothing from outside the machine (its
-``Content-Security-Policy`` is ``default-src 'self'``). The server binds the loopback address
-unless told otherwise and answers only requests addressed to its own host and port. It never
+``Content-Security-Policy`` is ``default-src 'self'; frame-ancestors 'none'``). The server binds
+the loopback address unless told otherwise, answers only requests addressed to its own host and
+port, refuses requests from other sites (an upload whose ``Origin`` is not the explorer's own,
+or a ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` on anything but a link to the
+page), and bounds what a client can make it read and hold: bodies of a declared length only
+(``Content-Length``; ``Transfer-Encoding`` is refused) of at most 16 MiB, a request line and
+headers of at most 128 KiB, a whole request within 60 s, 32 connections at a time. Every answer,
+errors of the HTTP layer included, carries the same security headers and a JSON body. It never
 imports torch.
 
 >>> from posenc.explore import PANELS, make_server

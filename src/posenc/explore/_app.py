@@ -1,35 +1,45 @@
-"""The explorer's web application (Flask) and the server that runs it (Werkzeug's threaded
-server, what ``werkzeug.serving.make_server(..., threaded=True)`` builds).
+"""The explorer's web application (Flask); the HTTP layer under it is ``_http``.
 
 Routes (other paths are 404, other methods 405; every answer is JSON but the files)::
 
     GET  /                          the page
     GET  /static/NAME, /favicon.ico its script, style sheet, charting library and icon
-    GET  /api/panels                the panels and their controls
+    GET  /api/panels                the panels and their controls, and the upload limit
     GET  /api/panel/NAME?CONTROLS   one panel's figure, caption and numbers
     GET  /api/value?CONTROLS&position=P&channel=C   the table value under the pointer
     POST /api/upload/NAME?name=FILE the body is the file (at most 16 MiB)
 
-Defences: a request whose ``Host`` header is not the server's own address is refused (403;
-a page on another site cannot reach the explorer through DNS rebinding); every answer
-carries ``Content-Security-Policy: default-src 'self'``; bodies over 16 MiB are refused from
-their ``Content-Length`` before they are read; a slow client times out after 30 s; each
-computation runs in a small pool and the request answers 503 when it takes longer than 20 s.
+Defences here (those of the HTTP layer are in ``_http``'s docstring):
+
+- a request whose ``Host`` header is not the server's own address is refused (403; a page on
+  another site cannot reach the explorer through DNS rebinding);
+- cross-site requests are refused (403): a request other than GET, HEAD or OPTIONS whose
+  ``Origin`` is not the explorer's own (``http://`` and its ``Host``), and any request whose
+  ``Sec-Fetch-Site`` is present and neither ``same-origin`` nor ``none``, except a top-level
+  navigation (a link to the page from another site). The page's own requests are
+  same-origin; clients that are not browsers send neither header and are answered;
+- a query names each control once, with at most 32 fields (400 otherwise);
+- every answer carries :data:`~._site.HEADERS`: ``Content-Security-Policy: default-src
+  'self'; frame-ancestors 'none'``, ``Cross-Origin-Resource-Policy: same-origin``,
+  ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer`` and
+  ``Cache-Control: no-store``;
+- each computation runs in a small pool and the request answers 503 when it takes longer
+  than 20 s.
+
 Errors reach the page as ``{"error": message}``.
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
-from werkzeug.serving import LISTEN_QUEUE, ThreadedWSGIServer, WSGIRequestHandler
+from werkzeug.exceptions import ClientDisconnected, HTTPException, MethodNotAllowed, NotFound
 
+from ..cli._readers import format_size
 from . import _panels_files, _panels_tables
 from ._controls import Control, parse_all
 from ._site import (
@@ -37,7 +47,6 @@ from ._site import (
     HEADERS,
     MAX_FIELDS,
     PANELS,
-    SOCKET_SECONDS,
     STATIC,
     RequestError,
     asset,
@@ -52,9 +61,41 @@ _POINTER = (
 )
 
 
+#: Methods that change nothing on the server (a page on another site may link to the page).
+_SAFE = ("GET", "HEAD", "OPTIONS")
+#: ``Sec-Fetch-Site`` values of the page's own requests and of what the user types or opens.
+_OWN_SITE = ("same-origin", "none")
+
+
 def _query() -> dict[str, str]:
+    """The query's fields; a ValueError when a field is repeated or there are too many."""
     text = request.query_string.decode("latin-1")
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS))
+    try:
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS)
+    except ValueError:
+        raise ValueError(f"a query may hold at most {MAX_FIELDS} fields") from None
+    query: dict[str, str] = {}
+    for key, value in pairs:
+        if key in query:
+            raise ValueError(f"parameter {key[:40]!r} is given twice; give each parameter once")
+        query[key] = value
+    return query
+
+
+def _cross_site(host: str) -> str | None:
+    """Why the request comes from another site, or None (see the module's docstring)."""
+    origin = request.headers.get("Origin")
+    if request.method not in _SAFE and origin is not None and origin != f"http://{host}":
+        return f"Origin {origin[:100]!r} is not the explorer's own (http://{host})"
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is None or site in _OWN_SITE:
+        return None
+    navigation = (
+        request.method in ("GET", "HEAD")
+        and request.headers.get("Sec-Fetch-Mode") == "navigate"
+        and request.headers.get("Sec-Fetch-Dest", "document") == "document"
+    )
+    return None if navigation else f"Sec-Fetch-Site is {site[:40]!r}"
 
 
 def _answer(value: dict[str, Any]) -> Response:
@@ -66,9 +107,13 @@ def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
     app = Flask(__name__, static_folder=None)
 
     @app.before_request
-    def _own_host() -> None:
-        if request.headers.get("Host", "") not in allowed_hosts:
+    def _own_host_and_site() -> None:
+        host = request.headers.get("Host", "")
+        if host not in allowed_hosts:
             raise RequestError(HTTPStatus.FORBIDDEN, "this Host is not the explorer's own")
+        why = _cross_site(host)
+        if why is not None:
+            raise RequestError(HTTPStatus.FORBIDDEN, f"cross-site request refused: {why}")
 
     @app.after_request
     def _headers(response: Response) -> Response:
@@ -98,7 +143,13 @@ def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
 
     @app.get("/api/panels")
     def _panels() -> Response:
-        return _answer({"panels": [p.as_dict() for p in PANELS]})
+        limit = _panels_files.MAX_UPLOAD
+        return _answer(
+            {
+                "panels": [p.as_dict() for p in PANELS],
+                "upload_limit": {"bytes": limit, "text": format_size(limit)},
+            }
+        )
 
     @app.get("/api/panel/<name>")
     def _panel(name: str) -> Response:
@@ -122,15 +173,18 @@ def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
         panel = BY_NAME.get(name)
         if panel is None or panel.upload is None:
             raise RequestError(HTTPStatus.NOT_FOUND, f"no upload at {request.path}")
-        size = request.headers.get("Content-Length")
+        size, limit = request.headers.get("Content-Length"), _panels_files.MAX_UPLOAD
         if size is None or not size.isdigit():
             raise RequestError(HTTPStatus.LENGTH_REQUIRED, "an upload needs a Content-Length")
-        if int(size) > _panels_files.MAX_UPLOAD:
+        if int(size) > limit:  # the HTTP layer refuses it first; kept for any other server
             raise RequestError(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"the file holds {int(size):,} bytes; uploads are limited to 16 MiB",
+                f"the file holds {int(size):,} bytes; uploads are limited to {format_size(limit)}",
             )
-        data = request.get_data(cache=False)
+        try:
+            data = request.get_data(cache=False)
+        except ClientDisconnected:
+            data = b""
         if len(data) != int(size):
             raise RequestError(HTTPStatus.BAD_REQUEST, "the upload ended early")
         shown = _query().get("name", "upload")[:200]
@@ -138,44 +192,3 @@ def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
         return _answer(compute(lambda: _panels_files.read_upload(kind, data, shown)))
 
     return app
-
-
-class _Handler(WSGIRequestHandler):
-    """Werkzeug's handler, quiet (the terminal shows the URL and errors only), with a time
-    limit on a silent client."""
-
-    timeout = SOCKET_SECONDS
-    server_version = "posenc-explore"
-    sys_version = ""
-
-    def log(self, type: str, message: str, *args: Any) -> None:
-        """Nothing: no line per request."""
-
-
-class WSGIServer(ThreadedWSGIServer):
-    """Werkzeug's threaded server on a socket bound beforehand (an ``OSError`` there reaches
-    the caller, where Werkzeug would print and exit)."""
-
-    daemon_threads = True
-    block_on_close = False
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``; ``OSError`` when the address cannot be bound."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(LISTEN_QUEUE)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def wsgi_server(sock: socket.socket, app: Flask) -> WSGIServer:
-    """The threaded server answering with ``app`` on the bound ``sock`` (which it duplicates:
-    close ``sock`` afterwards)."""
-    host, port = sock.getsockname()[:2]
-    return WSGIServer(str(host), int(port), app, handler=_Handler, fd=sock.fileno())

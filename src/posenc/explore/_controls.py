@@ -89,6 +89,8 @@ class Control:
         what = "an integer" if kind is int else "a number"
         allowed = f"{what} in {_show(self.low)} .. {_show(self.high)}"
         try:
+            if not text.isascii() or "_" in text:  # int() and float() take "1_0" and "٣"
+                raise ValueError
             value = kind(text.strip())
         except ValueError:
             raise ValueError(f"{self.name} must be {allowed}, got {text!r}") from None

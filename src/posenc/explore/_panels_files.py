@@ -22,7 +22,7 @@ from .._sinusoidal import sinusoidal
 from ..analysis._identify import identify
 from ..analysis._recipes import odd_exponent_table
 from ..cli._plan import plan_dict, read_config_file
-from ..cli._readers import TORCH_SUFFIXES, FileError, read_table
+from ..cli._readers import TORCH_SUFFIXES, FileError, format_size, read_table
 from . import _charts as ch
 from . import _controls as c
 from ._controls import MAX_D_MODEL, MAX_DRAWN_ROWS, Control
@@ -147,7 +147,9 @@ def identify_panel(v: dict[str, Any]) -> dict[str, Any]:
 def read_upload(kind: str, data: bytes, name: str) -> dict[str, Any]:
     """The panel result for an uploaded file: ``kind`` is ``"config"`` or ``"table"``."""
     if len(data) > MAX_UPLOAD:
-        raise ValueError(f"{name} holds {len(data):,} bytes; uploads are limited to 16 MiB")
+        raise ValueError(
+            f"{name} holds {len(data):,} bytes; uploads are limited to {format_size(MAX_UPLOAD)}"
+        )
     shown = Path(name).name or "upload"
     suffix = Path(shown).suffix.lower()
     if kind == "table" and suffix in TORCH_SUFFIXES:

@@ -1,5 +1,5 @@
-"""The explorer's server: a Flask application on Werkzeug's threaded server (``_app``), bound
-when made and serving on ``serve_forever``.
+"""The explorer's server: a Flask application (``_app``) on Werkzeug's threaded server made
+strict (``_http``), bound when made and serving on ``serve_forever``.
 
 Flask is the extra ``explore``: this module imports without it, and making a server without it
 raises ``ImportError`` with the command that installs it.
@@ -33,11 +33,11 @@ class ExplorerServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         try:
-            from . import _app
+            from . import _app, _http
         except ImportError as exc:
             raise ImportError(INSTALL_HINT) from exc
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-        sock = _app.bind(host, port)
+        sock = _http.bind(host, port)
         try:
             self.host, self.port = host, int(sock.getsockname()[1])
             shown = f"[{host}]" if ":" in host else host
@@ -45,7 +45,7 @@ class ExplorerServer:
             names = {shown, *(("127.0.0.1", "localhost", "[::1]") if host in LOOPBACK else ())}
             self.allowed_hosts = {f"{n}:{self.port}" for n in names}
             self.app = _app.create_app(self.compute, self.allowed_hosts)
-            self.wsgi: socketserver.BaseServer = _app.wsgi_server(sock, self.app)
+            self.wsgi: socketserver.BaseServer = _http.wsgi_server(sock, self.app)
         except BaseException:
             self.pool.shutdown(wait=False)
             raise

@@ -26,6 +26,15 @@ BY_NAME = {p.name: p for p in PANELS}
 COMPUTE_SECONDS = 20.0
 #: Seconds a client may stay silent while sending a request.
 SOCKET_SECONDS = 30.0
+#: Seconds within which a whole request (line, headers and body) must arrive.
+REQUEST_SECONDS = 60.0
+#: The most bytes of request line and headers together.
+MAX_HEAD_BYTES = 128 * 2**10
+#: Bytes past a request's declared body that the server reads and drops after answering (a
+#: client still sending then sees the answer rather than a reset); nothing more is read.
+LINGER_BYTES = 64 * 2**10
+#: The most connections served at a time; more are answered 503.
+MAX_CONNECTIONS = 32
 #: The most query fields a request may carry.
 MAX_FIELDS = 32
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -40,9 +49,11 @@ STATIC = {
     "/favicon.ico": ("favicon.svg", "image/svg+xml"),
     "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
-#: Headers of every answer: the page loads nothing from another origin.
+#: Headers of every answer: the page loads nothing from another origin, no other site may
+#: frame it, and no other site's page may load the explorer's answers.
 HEADERS = {
-    "Content-Security-Policy": "default-src 'self'",
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
+    "Cross-Origin-Resource-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -68,11 +79,13 @@ def asset(name: str) -> bytes:
 def compute(
     pool: concurrent.futures.ThreadPoolExecutor, work: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
-    """Run ``work`` in ``pool``; a RequestError 503 after :data:`COMPUTE_SECONDS`."""
+    """Run ``work`` in ``pool``; a RequestError 503 after :data:`COMPUTE_SECONDS` (``work``
+    then never starts if it has not yet: a queue of abandoned work cannot build up)."""
     future = pool.submit(work)
     try:
         return future.result(timeout=COMPUTE_SECONDS)
     except concurrent.futures.TimeoutError:
+        future.cancel()
         raise RequestError(
             HTTPStatus.SERVICE_UNAVAILABLE,
             f"the computation took longer than {COMPUTE_SECONDS:g} s; choose smaller values",

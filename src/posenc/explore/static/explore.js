@@ -196,7 +196,7 @@ function pointerSetup(box, instance, chart, form, readout) {
   });
 }
 
-function buildPanel(panel, root) {
+function buildPanel(panel, root, limit) {
   const form = el("form", { class: "controls", "aria-label": `${panel.title} controls` },
                   ...panel.controls.map(c => controlInput(panel, c)));
   const status = el("p", { class: "error", role: "alert" });
@@ -247,11 +247,15 @@ function buildPanel(panel, root) {
     const id = `${panel.name}-file`;
     const accept = panel.upload === "config" ? ".json" : ".npy,.npz,.safetensors";
     const file = el("input", { id, type: "file", accept });
-    form.after(el("p", {}, el("label", { for: id }, `Or upload a file (${accept}, at most 16 MiB): `, file)));
+    form.after(el("p", {}, el("label", { for: id }, `Or upload a file (${accept}, at most ${limit.text}): `, file)));
     file.addEventListener("change", async () => {
       const chosen = file.files[0];
       if (!chosen) return;
       const mine = ++serial;
+      if (chosen.size > limit.bytes) {  // the server would refuse it unread
+        status.textContent = `${chosen.name}: the file holds ${chosen.size} bytes; uploads are limited to ${limit.text}`;
+        return;
+      }
       try {
         const r = await getJSON(`/api/upload/${panel.name}?${query({ name: chosen.name })}`,
                                 { method: "POST", body: chosen,
@@ -269,9 +273,9 @@ function buildPanel(panel, root) {
 async function main() {
   const root = document.getElementById("panels"), nav = document.getElementById("contents");
   try {
-    const { panels } = await getJSON("/api/panels");
+    const { panels, upload_limit: limit } = await getJSON("/api/panels");
     panels.forEach((p, i) => nav.append(el("a", { href: `#${p.name}`, text: `${i + 1}. ${p.title}` })));
-    await Promise.all(panels.map(p => buildPanel(p, root)));
+    await Promise.all(panels.map(p => buildPanel(p, root, limit)));
     document.body.dataset.ready = "yes";
   } catch (e) {
     root.append(el("p", { class: "error", role: "alert", text: e.message }));
