@@ -422,6 +422,30 @@ def test_torch_compile_fullgraph_matches_eager():
     assert torch.equal(k_rot, eager_k)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sections", [None, [2, 1, 1]], ids=["1-D", "multi-axis"])
+def test_torch_compile_fullgraph_dynamic_scaling_over_changing_lengths(sections):
+    """dynamic NTK picks its frequencies by the length: each length past the original one
+    (16) has its own, inside one graph with a symbolic length (dynamic=True)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    rope = RotaryEmbedding(8, scaling=DYNAMIC, sections=sections)
+    compiled = torch.compile(rope, fullgraph=True, dynamic=True, backend="eager")
+    for n, offset in ((9, 0), (20, 0), (27, 3), (31, 0)):
+        q, k = randn(1, 2, n, 8, seed=n), randn(1, 1, n, 8, seed=n + 1)
+        got, want = compiled(q, k, offset=offset), rope(q, k, offset=offset)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), n
+    positions = torch.arange(40, 62)  # explicit positions need seq_len= (no read under compile)
+    if sections is not None:
+        positions = positions[:, None].expand(22, 3)
+    q = randn(1, 2, 22, 8)
+    got = compiled.rotate(q, positions=positions, seq_len=70)
+    assert torch.equal(got, rope.rotate(q, positions=positions, seq_len=70))
+    assert counters["stats"]["unique_graphs"] <= 4, dict(counters["stats"])
+
+
 # -- repr and errors ------------------------------------------------------------------------------
 
 

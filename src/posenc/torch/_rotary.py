@@ -6,6 +6,7 @@ Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``d`` = ``head_dim``, ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -21,7 +22,8 @@ from ._checks import as_device, as_positions, check_offset, check_size, check_te
 from ._functional import largest_position_seq_len, refuse_length_export
 from ._kernels._rope import RopeTables, phasors, rotate
 from ._kernels._table import rope_cos_sin
-from ._multi_axis import AxisFrequencies, hf_hint, multi_axis_spec
+from ._length_frequencies import length_frequencies, recipe_text
+from ._multi_axis import AxisFrequencies, MultiAxisSpec, hf_hint, multi_axis_spec
 
 __all__ = ["RotaryEmbedding"]
 
@@ -47,6 +49,43 @@ class _Frequencies(NamedTuple):
     def text_positions(self, start: int, stop: int, device: torch.device) -> torch.Tensor:
         """Positions ``start .. stop-1``: what the module's cache holds."""
         return torch.arange(start, stop, device=device)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What a module's frequencies are made of: 1-D (``axes`` None) or multi-axis. Picklable:
+    compiled graphs compute length-dependent frequencies from it (``_length_frequencies``)."""
+
+    rotary_dim: int
+    base: Any
+    scaling: RopeScaling | None
+    axes: MultiAxisSpec | None
+
+    def frequencies(self, seq_len: int | None) -> _Frequencies | AxisFrequencies:
+        """The float64 frequencies for ``seq_len`` (what ``dynamic`` and ``longrope`` select
+        by; None: no longer than the original length)."""
+        if self.axes is not None:
+            return self.axes.frequencies(seq_len)
+        omega, attention = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
+        )
+        return _Frequencies(torch.from_numpy(omega), attention)
+
+    def frequency_table(self, seq_len: int | None) -> torch.Tensor:
+        """The frequencies alone: ω ``(n,)`` or the matrix ``(n_axes, n)``."""
+        made = self.frequencies(seq_len)
+        return made.omega if isinstance(made, _Frequencies) else made.table
+
+    def traced(
+        self, text: str, seq_len: Any, free: _Frequencies | AxisFrequencies
+    ) -> _Frequencies | AxisFrequencies:
+        """:meth:`frequencies` inside a graph traced by Dynamo, from ``text`` (this recipe as
+        :func:`recipe_text` wrote it); the attention factor and the axes in use are those of
+        ``free``, the frequencies without a length (they do not change with it: ``dynamic``)."""
+        table = length_frequencies(text, seq_len)
+        if isinstance(free, _Frequencies):
+            return _Frequencies(table, free.attention)
+        return AxisFrequencies(table, free.attention, free.axes)
 
 
 def _explicit_positions(
@@ -150,6 +189,13 @@ class RotaryEmbedding(CachedTables):
     cache follows the inputs' device and table dtype; ``.to()``, ``.double()`` and
     ``to_empty`` rebuild it from float64; several threads may share the module.
 
+    ``torch.compile``: ``fullgraph=True`` traces every scaling across changing lengths
+    (``dynamic=True`` included). ``dynamic`` frequencies past the original length come from
+    the NumPy core at run time, through one custom operator (``posenc::length_frequencies``),
+    so a compiled call uses the frequencies of the eager one; with explicit ``positions``,
+    ``dynamic`` and ``longrope`` need ``seq_len=`` there (a graph cannot read the largest
+    position). ``torch.export`` takes them with a fixed ``seq_len=`` only.
+
     Data checks: as for ``SinusoidalPositionalEncoding`` (accelerator positions are not read;
     unencodable ones give NaN rows). One exception: ``dynamic`` and ``longrope`` with
     explicit ``positions`` and no ``seq_len`` read the largest position, as Hugging Face does
@@ -212,6 +258,7 @@ class RotaryEmbedding(CachedTables):
         if self.seq_dim == -1:
             raise ValueError("seq_dim must not be -1: the last dimension holds the channels")
         self.max_len = None if max_len is None else check_length("max_len", max_len)
+        self._recipe = _Recipe(self.rotary_dim, self.base, self.scaling, self.axes)
         # Plain CPU float64 tensors, not buffers: module casts must never touch them.
         # Key 0: the frequencies without a length (all types; longrope's short factors);
         # key 1: longrope's long factors.
@@ -219,6 +266,8 @@ class RotaryEmbedding(CachedTables):
         self._original = None if self.scaling is None else self.scaling.original_length
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
+        # the recipe as the text that compiled graphs hand to their operator (made once)
+        self._recipe_text = "" if self._original is None else recipe_text(self._recipe)
         device = as_device(device, torch.get_default_device())
         # the float32 tables and the float64 work, as the table kernels count them
         size = (self.max_len or 0, self.rotary_dim)
@@ -227,13 +276,13 @@ class RotaryEmbedding(CachedTables):
 
     # -- tables -----------------------------------------------------------------------------
 
-    def _frequencies(self, seq_len: int | None) -> _Frequencies | AxisFrequencies:
-        if self.axes is not None:
-            return self.axes.frequencies(seq_len)
-        omega, attention = rope_frequencies(
-            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
-        )
-        return _Frequencies(torch.from_numpy(omega), attention)
+    def _frequencies(self, seq_len: Any) -> _Frequencies | AxisFrequencies:
+        """The frequencies for ``seq_len``: under Dynamo, which cannot trace the NumPy core,
+        through the operator of ``_length_frequencies`` (the same values); an export (with a
+        fixed ``seq_len``) computes them in Python, as constants of its graph."""
+        if not torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
+            return self._recipe.frequencies(seq_len)
+        return self._recipe.traced(self._recipe_text, seq_len, self._freqs[0])
 
     def _cache_dtype(self, dtype: torch.dtype) -> torch.dtype:
         return _table_dtype(dtype)
