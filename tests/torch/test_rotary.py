@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -458,8 +459,14 @@ def test_repr():
     assert "scaling=RopeScaling(rope_type='linear', factor=2.0)" in text
 
 
-def _q(*shape, dtype=torch.float32):
-    return torch.zeros(*shape, dtype=dtype)
+def _q(*shape, dtype=torch.float32, device=None):
+    return torch.zeros(*shape, dtype=dtype, device=device)
+
+
+def _nested():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the nested tensor API is a prototype
+        return torch.nested.nested_tensor([_q(2, 3, 8), _q(2, 5, 8)])
 
 
 ERRORS = [
@@ -483,6 +490,36 @@ ERRORS = [
         lambda: RotaryEmbedding(8)(_q(1, 2, 3, 6), _q(1, 2, 3, 6)),
         ValueError,
         r"q must have shape \(\.\.\., s, d\) with d = head_dim = 8 channels last, got shape",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8, dtype=torch.float8_e4m3fn), _q(1, 2, 3, 8)),
+        TypeError,
+        r"q must be a float16, bfloat16, float32 or float64 tensor, got dtype torch.float8_e4m3fn",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8).to_sparse(), _q(1, 2, 3, 8)),
+        TypeError,
+        r"q must be a dense tensor, got layout torch.sparse_coo; pass q.to_dense\(\)",
+    ),
+    (
+        lambda: RotaryEmbedding(8).rotate(_q(1, 2, 3, 8).to_sparse()),
+        TypeError,
+        r"x must be a dense tensor, got layout torch.sparse_coo; pass x.to_dense\(\)",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_nested(), _nested()),
+        TypeError,
+        r"q must be a dense tensor, got a nested tensor; rotate each of its tensors",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8, device="meta"), _q(1, 2, 3, 8)),
+        ValueError,
+        r"q and k must be on one device, got meta and cpu",
+    ),
+    (
+        lambda: apply_rotary(_q(2, 8).to_sparse(), _q(2, 8), _q(2, 8)),
+        TypeError,
+        r"x must be a dense tensor, got layout torch.sparse_coo",
     ),
     (
         lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8), _q(1, 2, 4, 8)),

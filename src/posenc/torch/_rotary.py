@@ -123,6 +123,35 @@ def _explicit_positions(
     return pos.to(x.device), checked, per_batch
 
 
+def _check_inputs(tensors: dict[str, Any], head_dim: int, seq_dim: int) -> int:
+    """Check q and k (or x alone) of a module with ``head_dim`` channels and its sequence at
+    ``seq_dim``; return the sequence axis as a negative index (at most -2)."""
+    for name, x in tensors.items():
+        check_tensor(name, x)
+        if x.dim() < 2 or x.shape[-1] != head_dim:
+            raise ValueError(
+                f"{name} must have shape (..., s, d) with d = head_dim = {head_dim} "
+                f"channels last, got shape {tuple(x.shape)}"
+            )
+    first, *rest = tensors.values()
+    axis = seq_dim if seq_dim < 0 else seq_dim - first.dim()
+    if not -first.dim() <= axis <= -2:
+        raise ValueError(
+            f"seq_dim = {seq_dim} is not a dimension before the last of a "
+            f"{first.dim()}-D input of shape {tuple(first.shape)}"
+        )
+    for x in rest:
+        if x.device != first.device:
+            raise ValueError(f"q and k must be on one device, got {first.device} and {x.device}")
+        if x.dim() != first.dim() or x.shape[axis] != first.shape[axis]:
+            raise ValueError(
+                "q and k must have the same number of dimensions and the same sequence "
+                f"length (dimension {seq_dim}), got shapes {tuple(first.shape)} "
+                f"and {tuple(x.shape)}"
+            )
+    return axis
+
+
 class RotaryEmbedding(CachedTables):
     """Rotary position embedding of queries and keys, with the scalings of Hugging Face.
 
@@ -329,38 +358,6 @@ class RotaryEmbedding(CachedTables):
                 table = snapshot.derived.setdefault("phasors", phasors(*snapshot.tables))
         return RopeTables(cos, sin, table[start:stop])
 
-    # -- checks -----------------------------------------------------------------------------
-
-    def _seq_axis(self, x: torch.Tensor) -> int:
-        """The sequence dimension of ``x`` as a negative index (at most -2)."""
-        axis = self.seq_dim if self.seq_dim < 0 else self.seq_dim - x.dim()
-        if not -x.dim() <= axis <= -2:
-            raise ValueError(
-                f"seq_dim = {self.seq_dim} is not a dimension before the last of a "
-                f"{x.dim()}-D input of shape {tuple(x.shape)}"
-            )
-        return axis
-
-    def _check_inputs(self, tensors: dict[str, Any]) -> int:
-        """Check q/k (or x); return the sequence axis (negative)."""
-        for name, x in tensors.items():
-            check_tensor(name, x)
-            if x.dim() < 2 or x.shape[-1] != self.head_dim:
-                raise ValueError(
-                    f"{name} must have shape (..., s, d) with d = head_dim = {self.head_dim} "
-                    f"channels last, got shape {tuple(x.shape)}"
-                )
-        first, *rest = tensors.values()
-        axis = self._seq_axis(first)
-        for x in rest:
-            if x.dim() != first.dim() or x.shape[axis] != first.shape[axis]:
-                raise ValueError(
-                    "q and k must have the same number of dimensions and the same sequence "
-                    f"length (dimension {self.seq_dim}), got shapes {tuple(first.shape)} "
-                    f"and {tuple(x.shape)}"
-                )
-        return axis
-
     def _tables_for(
         self,
         x: torch.Tensor,
@@ -431,7 +428,7 @@ class RotaryEmbedding(CachedTables):
         Returns:
             ``(q_rot, k_rot)`` with the shapes and dtypes of ``q`` and ``k``.
         """
-        axis = self._check_inputs({"q": q, "k": k})
+        axis = _check_inputs({"q": q, "k": k}, self.head_dim, self.seq_dim)
         dtype = _table_dtype(q.dtype, k.dtype)
         tables = self._tables_for(q, axis, dtype, positions, offset, seq_len, "q")
         if q.dim() + axis > 0 and tables.cos.shape[0] not in (1, k.shape[0]):
@@ -453,7 +450,7 @@ class RotaryEmbedding(CachedTables):
         seq_len: int | None = None,
     ) -> torch.Tensor:
         """Rotate one tensor (queries or keys alone); arguments as in :meth:`forward`."""
-        axis = self._check_inputs({"x": x})
+        axis = _check_inputs({"x": x}, self.head_dim, self.seq_dim)
         tables = self._tables_for(x, axis, _table_dtype(x.dtype), positions, offset, seq_len)
         return rotate((x,), tables, self.pairs)[0]
 
