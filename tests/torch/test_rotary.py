@@ -424,27 +424,36 @@ def test_torch_compile_fullgraph_matches_eager():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sections", [None, [2, 1, 1]], ids=["1-D", "multi-axis"])
-def test_torch_compile_fullgraph_dynamic_scaling_over_changing_lengths(sections):
+def test_torch_compile_fullgraph_dynamic_scaling_over_changing_lengths():
     """dynamic NTK picks its frequencies by the length: each length past the original one
-    (16) has its own, inside one graph with a symbolic length (dynamic=True)."""
+    (16) has its own, inside one graph with a symbolic length (dynamic=True), 1-D and
+    multi-axis; explicit positions and a tensor offset, with seq_len=."""
     from torch._dynamo.utils import counters
+
+    def same(got, want):
+        return all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
 
     torch._dynamo.reset()
     counters.clear()
-    rope = RotaryEmbedding(8, scaling=DYNAMIC, sections=sections)
+    rope = RotaryEmbedding(8, scaling=DYNAMIC)
+    mrope = RotaryEmbedding(8, scaling=DYNAMIC, sections=[2, 1, 1])
     compiled = torch.compile(rope, fullgraph=True, dynamic=True, backend="eager")
-    for n, offset in ((9, 0), (20, 0), (27, 3), (31, 0)):
+    compiled_m = torch.compile(mrope, fullgraph=True, dynamic=True, backend="eager")
+    for n, offset in ((9, 0), (20, 0), (27, 3)):
         q, k = randn(1, 2, n, 8, seed=n), randn(1, 1, n, 8, seed=n + 1)
-        got, want = compiled(q, k, offset=offset), rope(q, k, offset=offset)
-        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), n
-    positions = torch.arange(40, 62)  # explicit positions need seq_len= (no read under compile)
-    if sections is not None:
-        positions = positions[:, None].expand(22, 3)
-    q = randn(1, 2, 22, 8)
-    got = compiled.rotate(q, positions=positions, seq_len=70)
-    assert torch.equal(got, rope.rotate(q, positions=positions, seq_len=70))
-    assert counters["stats"]["unique_graphs"] <= 4, dict(counters["stats"])
+        assert same(compiled(q, k, offset=offset), rope(q, k, offset=offset)), n
+        assert same(compiled_m(q, k, offset=offset), mrope(q, k, offset=offset)), n
+    q, k = randn(1, 2, 22, 8), randn(1, 1, 22, 8, seed=1)
+    positions = torch.arange(40, 62)  # explicit positions need seq_len= (no read in a graph)
+    want = rope(q, k, positions=positions, seq_len=70)
+    assert same(compiled(q, k, positions=positions, seq_len=70), want)
+    # a tensor offset, whose value the graph does not read, needs it too
+    assert same(
+        compiled(q, k, offset=torch.tensor(30), seq_len=52), rope(q, k, offset=30, seq_len=52)
+    )
+    with pytest.raises(Exception, match="with a tensor offset, pass seq_len="):
+        compiled(q, k, offset=torch.tensor(30))
+    assert counters["stats"]["unique_graphs"] <= 6, dict(counters["stats"])
 
 
 # -- repr and errors ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scali
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
-from ._functional import largest_position_seq_len, refuse_length_export
+from ._functional import PASS_SEQ_LEN, largest_position_seq_len, refuse_length_export
 from ._kernels._rope import RopeTables, phasors, rotate
 from ._kernels._table import rope_cos_sin
 from ._length_frequencies import length_frequencies, recipe_text
@@ -121,6 +121,11 @@ def _explicit_positions(
             f"got {tuple(pos.shape)}" + (hf_hint(tuple(pos.shape), tail[0]) if tail else "")
         )
     return pos.to(x.device), checked, per_batch
+
+
+#: What a traced call with a tensor offset (whose value a graph cannot read) and a
+#: length-dependent scaling must pass instead.
+_TENSOR_OFFSET = "under torch.compile, with a tensor offset, pass seq_len= (or an int offset)"
 
 
 def _check_inputs(tensors: dict[str, Any], head_dim: int, seq_dim: int) -> int:
@@ -376,7 +381,7 @@ class RotaryEmbedding(CachedTables):
         if switches and type(seq_len) is not int and torch.compiler.is_exporting():
             assert self.scaling is not None
             refuse_length_export(repr(self.scaling.rope_type))
-        length = x.shape[axis]
+        length, given = x.shape[axis], positions is not None
         shape = [1] * x.dim()
         shape[axis], shape[-1] = length, self.rotary_dim
         if positions is None:
@@ -393,8 +398,8 @@ class RotaryEmbedding(CachedTables):
         else:
             n_axes = None if self.axes is None else self.axes.n_axes
             pos, checked, per_batch = _explicit_positions(x, axis, positions, offset, n_axes, name)
-            if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
-                seq_len = largest_position_seq_len(pos)
+            if seq_len is None and switches:
+                seq_len = largest_position_seq_len(pos, PASS_SEQ_LEN if given else _TENSOR_OFFSET)
             tables = RopeTables(*self._at(pos, seq_len, dtype, checked))
             if per_batch:
                 shape[0] = pos.shape[0]
