@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 import sys
 import warnings
@@ -235,6 +236,23 @@ def test_hostile_file_is_one_line_and_exit_2(
     code, out, err = identify([str(path), *argv], capsys)
     assert_one_line_error(code, out, err, message)
     assert str(path) in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFOs and devices")
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [("fifo", "a FIFO (named pipe)"), ("device", "a character device")],
+)
+def test_a_file_that_is_not_regular_is_refused_before_it_is_read(
+    make: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "table.npy"
+    if make == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    else:
+        path.symlink_to("/dev/zero")  # endless zeros
+    code, out, err = identify([str(path)], capsys)
+    assert_one_line_error(code, out, err, f"{path} is {kind}, not a regular file")
 
 
 def test_npz_member_with_objects_does_not_block_another_key(

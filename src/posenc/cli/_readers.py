@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -567,6 +568,9 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     check_exists(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, expected a file")
+    kind = _special_kind(path)
+    if kind:  # before its size (0) is read as empty, or a read that never ends
+        raise FileError(f"{path} is {kind}, not a regular file: save the table to a file")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise FileError(
@@ -593,6 +597,20 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
     squeezed = array.reshape(table_shape(header.shape))  # a view: the axes dropped are of size 1
     return Table(name, squeezed, header.label, tolerance, tuple(header.shape))
+
+
+def _special_kind(path: Path) -> str:
+    """``"a FIFO"``, ``"a character device"``, ... for what is not a regular file; ``""``."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return ""
 
 
 def _shape_of(source: _Source) -> Callable[[str], tuple[int, ...] | None]:
