@@ -526,6 +526,11 @@ ERRORS = [
         r"q and k must be on one device, got meta and cpu",
     ),
     (
+        lambda: RotaryEmbedding(8).rotate(_q(1, 3, 8), positions=torch.arange(3).to_sparse()),
+        TypeError,
+        r"positions must be a dense tensor, got layout torch.sparse_coo",
+    ),
+    (
         lambda: apply_rotary(_q(2, 8).to_sparse(), _q(2, 8), _q(2, 8)),
         TypeError,
         r"x must be a dense tensor, got layout torch.sparse_coo",

@@ -276,6 +276,12 @@ def as_positions(
     """
     if not isinstance(positions, torch.Tensor):  # host data, checked like the NumPy core's
         positions = _host_positions(name, positions, device)
+    if positions.is_nested:
+        raise TypeError(f"{name} must be a dense tensor, got a nested tensor")
+    if positions.layout != torch.strided:
+        raise TypeError(
+            f"{name} must be a dense tensor, got layout {positions.layout}; pass {name}.to_dense()"
+        )
     _check_not_meta(name, positions, device, against)
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must hold integers or real numbers, got dtype {positions.dtype}")

@@ -31,12 +31,12 @@ def compile_advice(module: str, function: str) -> str:
     )
 
 
-def _config_value(config: Any, name: str) -> Any:
-    value = getattr(config, name, None)
+def _config_value(module: Any, name: str) -> Any:
+    value = getattr(module, name, None)
     if value is None:
         raise TypeError(
-            f"config must have a {name!r} attribute (a transformers LlamaConfig or similar), "
-            f"got {type(config).__name__} without one"
+            f"module must have a {name!r} attribute (a transformers LlamaConfig or similar), "
+            f"got {type(module).__name__} without one"
         )
     return value
 
