@@ -117,6 +117,11 @@ def test_inspect_json_matches_the_analysis(capsys: pytest.CaptureFixture[str]) -
         (["--length", "10", "--shift", "10"], "--shift must satisfy 0 < |k| < --length (10)"),
         (["--max-position", "0"], "--max-position must be an integer >= 1"),
         (["--base", "nan"], "--base must be a positive finite number"),
+        (["--base", "1e-320"], "--base must be a number >= 2**-970"),
+        (["--max-position", str(10**20)], "--max-position must be at most 2**53 "),
+        (["--d-model", str(10**20)], "--d-model must be at most"),
+        (["--d-model", "10000000", "--length", "4000"], "--length and --d-model ask for"),
+        (["--length", str(10**20)], "--length must be at most 2**53 + 1 "),
     ],
 )
 def test_inspect_bad_input(
@@ -163,7 +168,12 @@ def test_plot_defaults_to_kind_png(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (["heatmap", "--shifts", "1"], "--shifts does not apply to the heatmap plot"),
         (["shift", "--shifts", "0"], "shifts must be an integer >= 1, got 0"),
         (["pie"], "invalid choice: 'pie'"),
-        (["heatmap", "--d-model", "0"], "d_model"),
+        (["heatmap", "--d-model", "0"], "--d-model must be an integer >= 1, got 0"),
+        (["heatmap", "--length", str(10**20)], "--length must be at most 2**53 + 1"),
+        (["rotation", "--position", str(10**20)], "--position + --shift must lie within +-2**53"),
+        (["precision", "--max-position", str(10**20)], "--max-position must be at most 2**53"),
+        (["slopes", "--heads", str(10**20)], "--heads ask for a result of shape"),
+        (["heatmap", "--d-model", str(10**20)], "--length and --d-model ask for"),
     ],
 )
 def test_plot_bad_input(

@@ -153,6 +153,16 @@ def test_file_size_limit_is_one_line_and_no_file(tmp_path: Path, name: str, exis
     _assert_write_failed(tmp_path, name, existing, "File too large", fsize=1 << 20)
 
 
+def test_a_file_name_too_long_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / ("x" * 300 + ".csv")
+    assert main(["table", "--length", "3", "--d-model", "4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"posenc table: error: cannot write {out}: File name too long"), err
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes and signals")
 def test_broken_pipe_ends_quietly_with_141() -> None:
     proc = posenc_process(

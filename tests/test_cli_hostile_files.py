@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 import sys
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -236,6 +238,23 @@ def test_hostile_file_is_one_line_and_exit_2(
     assert str(path) in err
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFOs and devices")
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [("fifo", "a FIFO (named pipe)"), ("device", "a character device")],
+)
+def test_a_file_that_is_not_regular_is_refused_before_it_is_read(
+    make: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "table.npy"
+    if make == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    else:
+        path.symlink_to("/dev/zero")  # endless zeros
+    code, out, err = identify([str(path)], capsys)
+    assert_one_line_error(code, out, err, f"{path} is {kind}, not a regular file")
+
+
 def test_npz_member_with_objects_does_not_block_another_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -395,6 +414,75 @@ def test_hostile_pt_files(case: str, tmp_path: Path, capsys: pytest.CaptureFixtu
         message = "is an old-format PyTorch file of"
     code, out, err = identify(argv, capsys)
     assert_one_line_error(code, out, err, message)
+
+
+def _odd_tensors(torch: Any) -> dict[str, tuple[Any, str]]:
+    """Tensors that are not a dense table, with the message each must give."""
+    table = torch.from_numpy(TABLE)
+    return {
+        "sparse COO": (table.to_sparse(), "is a sparse tensor (layout sparse_coo)"),
+        "sparse CSR": (table.to_sparse_csr(), "is a sparse tensor (layout sparse_csr)"),
+        "sparse BSR": (table.to_sparse_bsr((2, 2)), "is a sparse tensor (layout sparse_bsr)"),
+        "nested": (
+            torch.nested.nested_tensor([table[:3], table[:5]]),
+            "is a nested tensor (rows of different lengths)",
+        ),
+        "meta": (torch.empty(64, 16, device="meta"), "is on the meta device"),
+        "complex": (table.to(torch.complex64), "must hold numbers, got dtype complex64"),
+        "0-d": (torch.tensor(1.0), "must be a 2-D table (positions x channels), got shape ()"),
+        "no rows": (table[:0].clone(), "has no rows: shape (0, 16)"),
+    }
+
+
+ODD_TENSORS = [
+    *("sparse COO", "sparse CSR", "sparse BSR", "nested", "meta", "complex", "0-d", "no rows")
+]
+
+
+@pytest.mark.parametrize("case", ODD_TENSORS)
+def test_pt_holding_a_tensor_that_is_not_a_dense_table(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sparse CSR/BSR support is in beta
+        tensor, message = _odd_tensors(torch)[case]
+        torch.save({"pos": tensor}, path)
+    code, out, err = identify([str(path)], capsys)
+    assert_one_line_error(code, out, err, message)
+    assert f"{path} [pos]" in err
+
+
+def test_pt_views_are_read_as_their_values(tmp_path: Path) -> None:
+    """A strided, transposed or negated view holds its own values: read as they are."""
+    torch = pytest.importorskip("torch")
+    table = torch.from_numpy(TABLE)
+    views = {
+        "strided": torch.cat([table, table], dim=1)[:, ::2],
+        "transposed": table.t().contiguous().t(),
+        "negated": torch.complex(-table, table).conj().imag,  # the negative bit set
+    }
+    path = tmp_path / "model.pt"
+    for name, view in views.items():
+        torch.save({"pos": view}, path)
+        read = readers().read_table(path, None, max_bytes=2**20).array
+        assert np.array_equal(read, view.resolve_neg().numpy()), name
+
+
+def test_pt_whose_containers_refer_to_themselves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dict that holds itself: each container is walked once (no endless recursion)."""
+    torch = pytest.importorskip("torch")
+    state: dict[str, Any] = {"pos": torch.from_numpy(TABLE)}
+    state["self"] = state
+    state["again"] = [state, (state,)]
+    path = tmp_path / "model.pt"
+    torch.save(state, path)
+    table = readers().read_table(path, None, max_bytes=2**20)
+    assert table.name == "pos"
+    assert np.array_equal(table.array, TABLE)
 
 
 def test_pt_legacy_format_and_bfloat16_are_read(tmp_path: Path) -> None:

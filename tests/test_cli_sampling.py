@@ -229,5 +229,5 @@ def test_plot_length_beyond_2_53_names_the_length(
     out = str(tmp_path / "f.png")
     assert main(["plot", kind, "--length", str(2**53 + 2), "--d-model", "4", "--out", out]) == 2
     err = capsys.readouterr().err
-    assert "length - 1 must lie within +-2**53" in err
+    assert "--length must be at most 2**53 + 1" in err
     assert main(["plot", kind, "--length", str(2**53 + 1), "--d-model", "4", "--out", out]) == 0

@@ -206,6 +206,38 @@ def test_malformed_config_values_are_refused(change, error, message):
 
 
 @pytest.mark.parametrize(
+    "change",
+    [{"max_position_embeddings": 1200.0}, {"num_hidden_layers": 4.0}, {"head_dim": np.float64(8)}],
+)
+def test_integral_floats_are_read_as_integers(change):
+    """transformers writes some integer fields as floats (MusicFlamingoConfig's
+    max_position_embeddings is 1200.0): an integral value is the integer it names."""
+    ((name, value),) = change.items()
+    plan = posenc.rope_plan({**CONFIG, name: value})
+    same = posenc.rope_plan({**CONFIG, name: int(value)})
+    assert repr(plan) == repr(same)
+    assert plan.layers == same.layers
+    read = plan.layers[0].head_dim
+    assert read == (8 if name != "head_dim" else int(value))
+    assert type(read) is int
+
+
+@pytest.mark.parametrize("value", [1200.5, float("nan"), float("inf"), True, "1200", 2.0**60])
+def test_non_integral_values_of_integer_fields_are_still_refused(value):
+    with pytest.raises((TypeError, ValueError), match="max_position_embeddings must be an int"):
+        posenc.rope_plan({**CONFIG, "max_position_embeddings": value})
+
+
+def test_music_flamingo_config_as_transformers_writes_it():
+    """Its max_position_embeddings is 1200.0 (transformers sets it to the rope_theta)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MusicFlamingoConfig()
+    assert isinstance(config.max_position_embeddings, float)  # else this test tests nothing
+    plan = posenc.rope_plan(config)  # its angles come from timestamps: the harness says so
+    assert plan.kinds
+
+
+@pytest.mark.parametrize(
     ("params", "message"),
     [
         (

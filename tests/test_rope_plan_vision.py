@@ -102,6 +102,22 @@ def test_vision_without_a_vision_config_is_refused(config: object, error: type, 
         rope_plan(config, vision=True)
 
 
+@pytest.mark.parametrize(
+    "vision",
+    [
+        # CLIP's tower adds learned absolute positions: no RoPE, not a default one
+        {"model_type": "clip_vision_model", "hidden_size": 768, "num_attention_heads": 12},
+        # Florence-2's DaViT gives its sizes per stage (lists), which mean no head size here
+        {"model_type": "florence_vision", "embed_dim": [128, 256], "num_heads": [4, 8]},
+    ],
+    ids=["clip", "florence2"],
+)
+def test_a_vision_tower_without_rope_settings_has_no_plan(vision: dict) -> None:
+    config = {"model_type": "composite", "vision_config": vision}
+    with pytest.raises(ValueError, match=r"config.vision_config has no RoPE settings"):
+        rope_plan(config, vision=True)
+
+
 def test_vision_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match=r"vision must be true or false, got 'yes'"):
         rope_plan(QWEN2_VL_VISION, vision="yes")  # type: ignore[arg-type]

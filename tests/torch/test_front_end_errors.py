@@ -105,6 +105,19 @@ def test_meta_positions_for_a_cpu_input_are_refused_by_name(name):
     assert against in message
 
 
+@pytest.mark.parametrize("name", ["hf.LlamaRotary", "hf.MultiAxisRotary"])
+def test_sparse_position_ids_are_refused_by_name(name):
+    ids = torch.arange(5)[None].to_sparse()
+    module = LlamaRotary(8) if name == "hf.LlamaRotary" else MultiAxisRotary(16, sections=[2, 3, 3])
+    with pytest.raises(TypeError, match=r"position_ids must be a dense tensor, got layout"):
+        module(torch.zeros(1), ids)
+
+
+def test_llama_rotary_like_names_the_module_without_a_config():
+    with pytest.raises(TypeError, match=r"module must have a 'config' attribute .* got Linear"):
+        LlamaRotary.like(torch.nn.Linear(2, 2))
+
+
 def test_meta_positions_with_meta_inputs_still_work():
     out = pt.SinusoidalPositionalEncoding(6)(torch.zeros(2, 5, 6, device="meta"), positions=META)
     assert out.device.type == "meta"

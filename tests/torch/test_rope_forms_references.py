@@ -5,8 +5,9 @@
   rotated by ``apply_multidimensional_rope``): the plan's tables equal the module's, and the
   model's rotation with them gives the scores of ``posenc.apply_rotary`` block by block.
 - ``swap_positions`` replaces ERNIE's module (verified); it leaves Gemma 4's vision rotary
-  module, HunYuan-VL's XD-RoPE and NanoChat's (rotation by -θ) in place, saying why by name,
-  and ``strict=True`` raises for them.
+  module and HunYuan-VL's XD-RoPE in place, saying why by name, and ``strict=True`` raises
+  for them. NanoChat's module is replaced: its tables are the standard ones (only its
+  attention, which the swap leaves alone, rotates by -θ).
 
 The transformers modules compute their frequencies and angles in float32 and posenc in
 float64: the tables agree within :data:`TABLE_ULPS` float32 ulps of max(|angle|, 1) per
@@ -203,12 +204,27 @@ def _hunyuan_vl_rotary() -> object:
     return holder
 
 
+def test_nanochat_rotary_module_is_swapped_and_its_rotation_by_minus_theta_kept() -> None:
+    """NanoChat's tables are the standard ones; only its attention rotates by -θ, and the swap
+    replaces the module returning the tables (verified), never the attention: the model's
+    outputs stay. rope_plan, which describes the rotation too, still refuses it."""
+    torch.manual_seed(0)
+    model = _nanochat().eval()
+    ids = torch.randint(0, 64, (1, 24))
+    with torch.no_grad():
+        before = model(ids).logits
+    report = swap_positions(model, strict=True)
+    assert [x.name for x in report.replaced] == ["model.rotary_emb"], str(report)
+    with torch.no_grad():
+        after = model(ids).logits
+    assert float((after - before).abs().max()) < 1e-5
+    with pytest.raises(ValueError, match=r"'nanochat'.*rotates by -θ"):
+        posenc.rope_plan(model.config)
+
+
 @pytest.mark.parametrize(
     ("build", "why"),
-    [
-        (_nanochat, r"'nanochat'.*rotates by -θ"),
-        (_hunyuan_vl_rotary, r"'hunyuan_vl_text'.*XD-RoPE"),
-    ],
+    [(_hunyuan_vl_rotary, r"'hunyuan_vl_text'.*XD-RoPE")],
 )
 def test_refused_forms_are_left_by_name(build: Callable[[], object], why: str) -> None:
     model = build()

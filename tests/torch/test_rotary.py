@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -422,6 +423,39 @@ def test_torch_compile_fullgraph_matches_eager():
     assert torch.equal(k_rot, eager_k)
 
 
+@pytest.mark.slow
+def test_torch_compile_fullgraph_dynamic_scaling_over_changing_lengths():
+    """dynamic NTK picks its frequencies by the length: each length past the original one
+    (16) has its own, inside one graph with a symbolic length (dynamic=True), 1-D and
+    multi-axis; explicit positions and a tensor offset, with seq_len=."""
+    from torch._dynamo.utils import counters
+
+    def same(got, want):
+        return all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+    torch._dynamo.reset()
+    counters.clear()
+    rope = RotaryEmbedding(8, scaling=DYNAMIC)
+    mrope = RotaryEmbedding(8, scaling=DYNAMIC, sections=[2, 1, 1])
+    compiled = torch.compile(rope, fullgraph=True, dynamic=True, backend="eager")
+    compiled_m = torch.compile(mrope, fullgraph=True, dynamic=True, backend="eager")
+    for n, offset in ((9, 0), (20, 0), (27, 3)):
+        q, k = randn(1, 2, n, 8, seed=n), randn(1, 1, n, 8, seed=n + 1)
+        assert same(compiled(q, k, offset=offset), rope(q, k, offset=offset)), n
+        assert same(compiled_m(q, k, offset=offset), mrope(q, k, offset=offset)), n
+    q, k = randn(1, 2, 22, 8), randn(1, 1, 22, 8, seed=1)
+    positions = torch.arange(40, 62)  # explicit positions need seq_len= (no read in a graph)
+    want = rope(q, k, positions=positions, seq_len=70)
+    assert same(compiled(q, k, positions=positions, seq_len=70), want)
+    # a tensor offset, whose value the graph does not read, needs it too
+    assert same(
+        compiled(q, k, offset=torch.tensor(30), seq_len=52), rope(q, k, offset=30, seq_len=52)
+    )
+    with pytest.raises(Exception, match="with a tensor offset, pass seq_len="):
+        compiled(q, k, offset=torch.tensor(30))
+    assert counters["stats"]["unique_graphs"] <= 6, dict(counters["stats"])
+
+
 # -- repr and errors ------------------------------------------------------------------------------
 
 
@@ -434,8 +468,14 @@ def test_repr():
     assert "scaling=RopeScaling(rope_type='linear', factor=2.0)" in text
 
 
-def _q(*shape, dtype=torch.float32):
-    return torch.zeros(*shape, dtype=dtype)
+def _q(*shape, dtype=torch.float32, device=None):
+    return torch.zeros(*shape, dtype=dtype, device=device)
+
+
+def _nested():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the nested tensor API is a prototype
+        return torch.nested.nested_tensor([_q(2, 3, 8), _q(2, 5, 8)])
 
 
 ERRORS = [
@@ -459,6 +499,41 @@ ERRORS = [
         lambda: RotaryEmbedding(8)(_q(1, 2, 3, 6), _q(1, 2, 3, 6)),
         ValueError,
         r"q must have shape \(\.\.\., s, d\) with d = head_dim = 8 channels last, got shape",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8, dtype=torch.float8_e4m3fn), _q(1, 2, 3, 8)),
+        TypeError,
+        r"q must be a float16, bfloat16, float32 or float64 tensor, got dtype torch.float8_e4m3fn",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8).to_sparse(), _q(1, 2, 3, 8)),
+        TypeError,
+        r"q must be a dense tensor, got layout torch.sparse_coo; pass q.to_dense\(\)",
+    ),
+    (
+        lambda: RotaryEmbedding(8).rotate(_q(1, 2, 3, 8).to_sparse()),
+        TypeError,
+        r"x must be a dense tensor, got layout torch.sparse_coo; pass x.to_dense\(\)",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_nested(), _nested()),
+        TypeError,
+        r"q must be a dense tensor, got a nested tensor; rotate each of its tensors",
+    ),
+    (
+        lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8, device="meta"), _q(1, 2, 3, 8)),
+        ValueError,
+        r"q and k must be on one device, got meta and cpu",
+    ),
+    (
+        lambda: RotaryEmbedding(8).rotate(_q(1, 3, 8), positions=torch.arange(3).to_sparse()),
+        TypeError,
+        r"positions must be a dense tensor, got layout torch.sparse_coo",
+    ),
+    (
+        lambda: apply_rotary(_q(2, 8).to_sparse(), _q(2, 8), _q(2, 8)),
+        TypeError,
+        r"x must be a dense tensor, got layout torch.sparse_coo",
     ),
     (
         lambda: RotaryEmbedding(8)(_q(1, 2, 3, 8), _q(1, 2, 4, 8)),

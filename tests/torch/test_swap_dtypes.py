@@ -131,3 +131,51 @@ def test_multi_axis_from_config_gives_glm4v_its_interleaved_table():
 def test_multi_axis_rotary_refuses_an_unknown_pair_layout():
     with pytest.raises(ValueError, match=r"pairs must be 'half' or 'interleaved', got 'x'"):
         MultiAxisRotary(16, sections=[2, 3, 3], pairs="x")
+
+
+def _tiny_llama(**kwargs):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=4096,
+    )
+    return transformers.LlamaForCausalLM(config, **kwargs).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_model_cast_to_16_bits_is_left_with_the_cause_and_the_fixes(dtype):
+    """model.to(dtype) casts the rotary buffer inv_freq, and the module then computes its
+    tables from 16-bit frequencies: left, and the report says why and what to do."""
+    model = _tiny_llama().to(dtype)
+    report = swap_positions(model)
+    assert not report.replaced
+    (left,) = report.left
+    name = str(dtype).removeprefix("torch.")
+    assert "differs from posenc's" in left.reason
+    assert f"its rotary buffer 'inv_freq' was cast to {name}" in left.reason
+    assert f"swap before casting (swap_positions(model), then model.to(torch.{name}))" in (
+        left.reason
+    )
+    assert f"dtype=torch.{name}" in left.reason
+    with pytest.raises(ValueError, match="was cast to"):
+        swap_positions(model, strict=True)
+
+
+def test_the_fixes_the_report_names_work():
+    """Swap, then cast: the model runs in bfloat16 with posenc's float64 frequencies; or build
+    in bfloat16 (inv_freq stays float32 there): swapped and verified."""
+    ids = torch.tensor([[3, 5, 7, 9]])
+    swapped = _tiny_llama()
+    assert swap_positions(swapped, strict=True).names == ["model.rotary_emb"]
+    logits = swapped.to(torch.bfloat16)(ids).logits
+    assert logits.dtype == torch.bfloat16
+    assert bool(logits.isfinite().all())
+    transformers = pytest.importorskip("transformers")
+    config = _tiny_llama().config
+    built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    assert built.model.rotary_emb.inv_freq.dtype == torch.float32
+    assert swap_positions(built, strict=True).names == ["model.rotary_emb"]

@@ -64,9 +64,7 @@ EXPECTED_LEFT: dict[str, str] = {
 #: model type -> the rotary form posenc.rope_plan refuses for it (a part of the report's
 #: reason): its rotary modules must be left, by that name, in every dtype. posenc does not
 #: cover these models, and the summary lists them so.
-REFUSED_FORMS: dict[str, str] = {
-    "nanochat": "model_type 'nanochat' (at config.rope_parameters) rotates by -θ",
-}
+REFUSED_FORMS: dict[str, str] = {}  # NanoChat's rotation by -θ is refused, its tables are not
 
 #: model type -> why its positional modules stay in bfloat16 and float16, where that differs
 #: from :data:`EXPECTED_LEFT`: built under a 16-bit default dtype, these models compute their

@@ -90,8 +90,10 @@ def test_a_swap_reads_the_plan_once_and_computes_the_frequencies_once() -> None:
     from posenc.torch.hf import swap_positions
 
     model = _tiny_llama()
-    counts = _calls(lambda: swap_positions(model), {"rope_plan", "rope_frequencies"})
-    assert counts == {"rope_plan": 1, "rope_frequencies": 1}
+    # the swap reads the plan of the tables (table_plan), never rope_plan besides
+    wanted = {"rope_plan", "table_plan", "rope_frequencies"}
+    counts = _calls(lambda: swap_positions(model), wanted)
+    assert counts == {"table_plan": 1, "rope_frequencies": 1}
 
 
 def test_the_call_counter_can_fail() -> None:

@@ -223,6 +223,12 @@ def _vision_part(config: Any) -> tuple[dict[str, Any], str, list[str]]:
         said = "no model_type" if given is None else f"model_type {given!r}"
         notes.append(f"{where} gives {said}: read as {model!r}, the vision tower of {parent!r}")
         d["model_type"] = model
+    if not _has_rope(d):  # before its values are read: they may mean something else here
+        raise ValueError(
+            f"{where} has no RoPE settings: none of {', '.join(_ROPE_KEYS)}, and its "
+            f"model_type {model!r} is no vision tower whose class rotates; is it a rotary "
+            "tower?"
+        )
     values.check_all(d, where)
     return d, where, notes
 

@@ -6,8 +6,10 @@ or one of the checks below (keys inside ``rope_parameters`` that are not scaling
 ``rope_theta``, ``mrope_section``, ``mrope_interleaved``). A check refuses what a config
 cannot mean, with an error naming the key, the value and what is allowed:
 
-- integers are ``int`` (a NumPy integer too), never a bool, a float (``8.5``, ``8.0``) or a
-  string (``"8"``), and lie in their range;
+- integers are ``int`` (a NumPy integer too) or a float with an integral value, read as that
+  integer (transformers writes some so: ``MusicFlamingoConfig().max_position_embeddings``
+  is ``1200.0``), never a bool, a float with a fraction (``8.5``), NaN, infinity or a string
+  (``"8"``), and lie in their range;
 - numbers are real, never a bool or a string, finite, and in their range;
 - lists are lists (a string or a dict is not a list of sections or of layer types) of values
   that pass the element's check.
@@ -52,8 +54,12 @@ def _name(where: str, name: str) -> str:
 def integer(
     where: str, name: str, value: Any, minimum: int = 1, maximum: int = MAX_CHANNELS
 ) -> int:
-    """An integer in ``[minimum, maximum]`` (not a bool, a float or a string)."""
+    """An integer in ``[minimum, maximum]``: an int, or a float with an integral value (read
+    as that int); not a bool, a fraction, NaN, infinity or a string."""
     allowed = f"an integer in [{minimum}, {maximum}]"
+    real = isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+    if real and math.isfinite(value) and float(value).is_integer():
+        value = int(value)  # 1200.0, as transformers writes some integer fields
     # JSON and config objects hold Python ints (NumPy's integers register as Integral too;
     # NumPy's bool does not): the test stays here, read once per key
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):

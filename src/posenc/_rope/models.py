@@ -22,6 +22,7 @@ __all__ = [
     "PAIRS_BY_MODEL",
     "REFUSED",
     "ROTARY_DIM_MODELS",
+    "STANDARD_TABLES",
     "UNSUPPORTED",
     "pairs_of",
 ]
@@ -132,6 +133,12 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "'half'",
     }
 )
+
+#: The forms of :data:`REFUSED` whose cos/sin tables are posenc's: only the rotation the model
+#: applies to them differs. A module that returns these tables alone can be replaced, and
+#: ``posenc.torch.swap_positions`` replaces it (verified like any other); the plan, which
+#: describes the rotation too, is still refused.
+STANDARD_TABLES: frozenset[str] = frozenset({"nanochat"})
 
 # Models whose config gives the rotated channels as a number, ``rotary_dim`` (MiniMax-M2's older
 # files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the

@@ -40,6 +40,7 @@ from .models import (
     PAIRS_BY_MODEL,
     REFUSED,
     ROTARY_DIM_MODELS,
+    STANDARD_TABLES,
     UNSUPPORTED,
     pairs_of,
 )
@@ -54,7 +55,7 @@ from .records import INERT_KEYS
 from .rotary import default_seq_len, resolve_rotary_dim, rotary_cos_sin
 from .scaling import RopeScaling, rope_frequencies, rope_scaling
 
-__all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan"]
+__all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan", "table_plan"]
 
 _F64 = npt.NDArray[np.float64]
 
@@ -607,6 +608,24 @@ def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
     (2, 8)
     """
     reading = read_config(config, vision=config_values.boolean("", "vision", vision))
+    _refuse(reading)
+    return _plan(reading)
+
+
+def table_plan(config: Any, *, vision: bool = False) -> RopePlan:
+    """:func:`rope_plan` for a caller that uses the cos/sin tables alone (a module returning
+    them, replaced and verified by ``posenc.torch.swap_positions``): also a model whose tables
+    are posenc's while the rotation it applies to them is a form that :func:`rope_plan`
+    refuses (:data:`~posenc._rope.models.STANDARD_TABLES`: NanoChat, which rotates by -θ).
+    Its layers' ``pairs`` then describe the tables, not the model's rotation."""
+    reading = read_config(config, vision=config_values.boolean("", "vision", vision))
+    if reading.model_type not in STANDARD_TABLES:
+        _refuse(reading)
+    return _plan(reading)
+
+
+def _refuse(reading: ConfigReading) -> None:
+    """A ``ValueError`` naming the model type for a rotary form no posenc plan describes."""
     refused = REFUSED.get(reading.model_type or "")
     if refused is not None:
         raise ValueError(
@@ -614,6 +633,9 @@ def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
             f"{refused}: no posenc table and pair layout describe it, "
             "so rope_plan gives no plan for it"
         )
+
+
+def _plan(reading: ConfigReading) -> RopePlan:
     pairs = pairs_of(reading)
     kinds = _kinds(reading, pairs)
     return RopePlan(

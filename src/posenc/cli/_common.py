@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_int
+from .._checks import MAX_EXACT_POSITION, check_int, memory_limit
 from .._conventions import CONVENTIONS
 
 __all__ = [
@@ -32,7 +32,9 @@ __all__ = [
     "add_force_option",
     "add_positions_options",
     "add_subcommand",
+    "check_d_model",
     "check_exists",
+    "check_length_option",
     "parse_positions",
     "positions_of",
     "sigterm_raises",
@@ -139,6 +141,19 @@ def add_encoding_options(parser: argparse.ArgumentParser, *, d_model: int | None
     )
 
 
+def check_d_model(value: Any) -> int:
+    """``--d-model``: an integer >= 1 whose rows (with their float64 work, 8 float64 values a
+    channel) fit in the machine's memory, checked before anything is computed."""
+    d_model = check_int("--d-model", value, minimum=1)
+    largest = memory_limit() // 64
+    if d_model > largest:
+        raise ValueError(
+            f"--d-model must be at most {largest:,} (a row of the table and its float64 work "
+            f"must fit in this machine's memory), got {d_model}"
+        )
+    return d_model
+
+
 def add_force_option(parser: argparse.ArgumentParser) -> None:
     """``--force``: replace existing output files (by default they are an error)."""
     parser.add_argument(
@@ -160,8 +175,16 @@ def add_positions_options(parser: argparse.ArgumentParser, *, required: bool) ->
     )
 
 
-def parse_positions(text: str) -> npt.NDArray[np.int64]:
+#: The largest length (and a range's STOP, which it excludes): positions up to 2**53.
+MAX_LENGTH = MAX_EXACT_POSITION + 1
+
+
+def parse_positions(text: str, *, limit: int | None = None) -> npt.NDArray[np.int64]:
     """Parse ``'0,5,100:200:10'`` into int64 positions (ranges exclude STOP, like Python's).
+
+    Every number lies within +-(2**53 + 1) and the positions, counted before any is made,
+    fit in ``limit`` bytes as int64 (default: the machine's memory), else a ``ValueError``
+    naming ``--positions``.
 
     >>> parse_positions("3, 0:2, 10:16:2").tolist()
     [3, 0, 1, 10, 12, 14]
@@ -169,8 +192,13 @@ def parse_positions(text: str) -> npt.NDArray[np.int64]:
     Traceback (most recent call last):
     ...
     ValueError: --positions must be integers or START:STOP[:STEP] ranges, got '1.5'
+    >>> parse_positions("0:100000000000000000000")
+    Traceback (most recent call last):
+    ...
+    ValueError: --positions must lie within +-2**53 (float64 holds them exactly; a range's \
+STOP, which it excludes, up to 2**53 + 1), got 100000000000000000000 in '0:100000000000000000000'
     """
-    parts: list[npt.NDArray[np.int64]] = []
+    ranges: list[range] = []
     for item in text.split(","):
         item = item.strip()
         try:
@@ -181,21 +209,41 @@ def parse_positions(text: str) -> npt.NDArray[np.int64]:
             raise ValueError(
                 f"--positions must be integers or START:STOP[:STEP] ranges, got {item!r}"
             )
-        if len(fields) == 1:
-            parts.append(np.array(fields, dtype=np.int64))
-        else:
-            parts.append(np.arange(*fields, dtype=np.int64))
-    positions = np.concatenate(parts)
-    if positions.size == 0:
+        for value in fields:
+            if not -MAX_LENGTH <= value <= MAX_LENGTH:
+                raise ValueError(
+                    "--positions must lie within +-2**53 (float64 holds them exactly; a "
+                    f"range's STOP, which it excludes, up to 2**53 + 1), got {value} in {item!r}"
+                )
+        ranges.append(range(fields[0], fields[0] + 1) if len(fields) == 1 else range(*fields))
+    count = sum(len(r) for r in ranges)
+    if count == 0:
         raise ValueError(f"--positions must name at least one position, got {text!r}")
-    return positions
+    limit = memory_limit() if limit is None else limit
+    if count * np.dtype(np.int64).itemsize > limit:
+        raise ValueError(
+            f"--positions names {count:,} positions, more than fit in this machine's memory "
+            f"as int64 ({limit:,} bytes); name fewer, or use --length L (positions 0 .. L-1, "
+            "written in bounded memory)"
+        )
+    return np.concatenate([np.arange(r.start, r.stop, r.step, dtype=np.int64) for r in ranges])
 
 
 def positions_of(args: argparse.Namespace) -> int | npt.NDArray[np.int64]:
-    """The positions asked for: an int length (checked >= 0) or an int64 array."""
+    """The positions asked for: an int length in [0, 2**53 + 1] or an int64 array."""
     if args.positions is not None:
         return parse_positions(args.positions)
-    length = check_int("--length", args.length, minimum=0)
+    return check_length_option(args.length, minimum=0)
+
+
+def check_length_option(value: Any, *, minimum: int) -> int:
+    """``--length``: an integer in [``minimum``, 2**53 + 1] (positions 0 .. L-1, up to 2**53)."""
+    length = check_int("--length", value, minimum=minimum)
+    if length > MAX_LENGTH:
+        raise ValueError(
+            "--length must be at most 2**53 + 1 (positions up to 2**53, which float64 holds "
+            f"exactly), got {length}"
+        )
     return length
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import add_subcommand
-from ._readers import default_max_bytes, format_size, parse_size, read_table
+from ._readers import FileError, default_max_bytes, format_size, parse_size, read_table
 
 HELP = "report which convention, base and position offset produced a stored table"
 
@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = default_max_bytes() if args.max_bytes is None else args.max_bytes
     found = read_table(args.file, args.key, max_bytes)
     table = found.array
+    where = f"{args.file}" + (f" [{found.name}]" if found.name else "")
+    for axis, what in enumerate(("rows", "channels")):
+        if table.shape[axis] == 0:
+            raise FileError(f"{where} has no {what}: shape {table.shape}, nothing to identify")
     zeros = _padding_rows(table) if args.skip_rows is None else []
     skip = zeros[-1] + 1 if zeros else (args.skip_rows or 0)
     if skip >= table.shape[0]:
@@ -96,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
         report["dtype"] = found.dtype
         print(json.dumps(report | result.as_dict() | {"message": message}, indent=2))
     else:
-        where = f"{args.file}" + (f" [{found.name}]" if found.name else "")
         line = f"{where}: {table.shape[0]} x {table.shape[1]} {found.dtype}"
         if found.stored_shape != table.shape:
             stored = tuple(found.stored_shape)

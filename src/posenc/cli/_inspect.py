@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_base, check_int, check_position_magnitude
+from .._checks import MAX_EXACT_POSITION, check_int, sized_by
 from .._features import feature_slices, sin_cos_pairs
+from .._frequencies import check_schedule_base
 from .._sinusoidal import sinusoidal
-from ._common import add_encoding_options, add_subcommand
+from ._common import add_encoding_options, add_subcommand, check_d_model, check_length_option
 
 HELP = "wavelengths, shift check, distinct rows and precision report of a configuration"
 
@@ -72,7 +73,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = build_report(args)
+    with sized_by(positions="--length", d_model="--d-model"):  # sizes named as options
+        report = build_report(args)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -85,11 +87,15 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     from .. import analysis
     from .._describe import describe
 
-    d_model = check_int("--d-model", args.d_model, minimum=1)
-    base = check_base("--base", args.base)
-    length = check_int("--length", args.length, minimum=2)
-    check_position_magnitude("--length - 1", 0, length - 1)
+    d_model = check_d_model(args.d_model)
+    base = check_schedule_base("--base", args.base)
+    length = check_length_option(args.length, minimum=2)
     max_position = check_int("--max-position", args.max_position, minimum=1)
+    if max_position > MAX_EXACT_POSITION:
+        raise ValueError(
+            "--max-position must be at most 2**53 (float64 holds positions exactly up to "
+            f"there), got {max_position}"
+        )
     conv = args.convention
     setting = {"d_model": d_model, "base": base, "convention": conv}
     for k in args.shift:

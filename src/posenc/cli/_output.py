@@ -53,6 +53,14 @@ class Output:
 
     def check(self) -> None:
         """Raise ``ValueError``/``OSError`` (one-line message) if the file cannot be written."""
+        try:
+            self._check()
+        except OSError as exc:  # the system's own (a name too long, a loop of links)
+            if exc.errno is None:
+                raise
+            raise self._failed(exc) from None
+
+    def _check(self) -> None:
         path = self.path
         if self.suffixes is not None and path.suffix.lower() not in self.suffixes:
             allowed = " or ".join(self.suffixes)

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._common import add_encoding_options, add_force_option, add_subcommand
+from .._checks import TooLargeError, sized_by
+from ._common import add_encoding_options, add_force_option, add_subcommand, check_length_option
 from ._output import Output
 from ._readers import default_max_bytes, parse_size, read_table
 
@@ -155,10 +157,39 @@ def run(args: argparse.Namespace) -> int:
         if option in ("channels", "shifts"):
             value = _integers(f"--{option}", value)
         kwargs[keyword] = value
-    with output.writing() as temp:
-        function(**{k: v for k, v in kwargs.items() if k in accepted}, path=temp)
+    if args.length is not None:
+        check_length_option(args.length, minimum=1)
+    try:
+        with sized_by(positions="--length", **_FLAGS), output.writing() as temp:
+            function(**{k: v for k, v in kwargs.items() if k in accepted}, path=temp)
+    except TooLargeError:
+        raise  # its names are the options already (sized_by)
+    except (ValueError, TypeError) as exc:  # the plot function's words: name the options
+        raise type(exc)(as_options(str(exc))) from None
     print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+#: Keyword argument of the plot functions → its command-line option.
+_FLAGS = {
+    keyword: "--" + option.replace("_", "-")
+    for option, keyword in {**{o: o for o in _ENCODING}, **_OPTIONAL}.items()
+}
+_SUBJECT = re.compile(r" (must|ask for) ")
+
+
+def as_options(message: str) -> str:
+    """A plot function's error with the keywords of its subject (the words before "must" or
+    "ask for") spelled as the options that set them.
+
+    >>> as_options("p + k must lie within +-2**53, got 7 (k = 5)")
+    '--position + --shift must lie within +-2**53, got 7 (k = 5)'
+    """
+    found = _SUBJECT.search(message)
+    if found is None:
+        return message
+    head = re.sub(r"\b\w+\b", lambda m: _FLAGS.get(m.group(), m.group()), message[: found.start()])
+    return head + message[found.start() :]
 
 
 #: The options that read a T5 table from a file, and T5's bucket settings (bias plot).

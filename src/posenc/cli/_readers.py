@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -442,6 +443,18 @@ class _Torch:
     def header(self, name: str | None) -> _Header:
         assert name is not None
         tensor = self.tensors[name]
+        where = _where(self.path, name)
+        if tensor.is_nested:  # before .shape, which a nested tensor may not have
+            raise FileError(
+                f"{where} is a nested tensor (rows of different lengths), not a table; save "
+                "one of its tensors"
+            )
+        if tensor.layout != self.torch.strided:
+            layout = str(tensor.layout).removeprefix("torch.")
+            raise FileError(
+                f"{where} is a sparse tensor (layout {layout}), not a dense table; save "
+                "tensor.to_dense() to read it"
+            )
         label = str(tensor.dtype).removeprefix("torch.")
         if tensor.dtype == self.torch.bfloat16:
             return _Header(tuple(tensor.shape), np.dtype(np.float32), label)
@@ -455,11 +468,16 @@ class _Torch:
         assert name is not None
         tensor = self.tensors[name].detach()
         where = _where(self.path, name)
+        if tensor.device.type == "meta":
+            raise FileError(
+                f"{where} is on the meta device: it has a shape but no values (save it from "
+                "a module built on a real device)"
+            )
         _check_storage(where, header, tensor, self.max_bytes)
         with _reading(where, "cannot be read"):
             if tensor.dtype == self.torch.bfloat16:
                 tensor = tensor.float()
-            return tensor.numpy()  # type: ignore[no-any-return]
+            return tensor.resolve_neg().numpy()  # type: ignore[no-any-return]
 
 
 def _check_storage(where: str, header: _Header, tensor: Any, max_bytes: int) -> None:
@@ -482,14 +500,27 @@ def _check_storage(where: str, header: _Header, tensor: Any, max_bytes: int) -> 
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any], tensor: type) -> None:
-    if isinstance(obj, tensor):
-        out[prefix or "tensor"] = obj
-    elif isinstance(obj, Mapping):
-        for k, v in obj.items():
-            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, tensor)
-    elif isinstance(obj, list | tuple):
-        for i, v in enumerate(obj):
-            _flatten(v, f"{prefix}.{i}" if prefix else str(i), out, tensor)
+    """The tensors in ``obj`` (dicts, lists and tuples, nested), named by their path
+    (``"a.0.b"``), in the order of a depth-first walk. Iterative, and each container is
+    walked once: a file's containers may nest deeper than Python's recursion limit, or
+    hold themselves."""
+    stack: list[tuple[str, Any]] = [(prefix, obj)]
+    walked: set[int] = set()
+    while stack:
+        prefix, obj = stack.pop()
+        if isinstance(obj, tensor):
+            out[prefix or "tensor"] = obj
+            continue
+        if isinstance(obj, Mapping):
+            items = list(obj.items())
+        elif isinstance(obj, list | tuple):
+            items = list(enumerate(obj))
+        else:
+            continue
+        if id(obj) in walked:
+            continue
+        walked.add(id(obj))
+        stack += [(f"{prefix}.{k}" if prefix else str(k), v) for k, v in reversed(items)]
 
 
 _Source = _Npy | _Npz | _Safetensors | _Torch
@@ -537,6 +568,9 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     check_exists(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, expected a file")
+    kind = _special_kind(path)
+    if kind:  # before its size (0) is read as empty, or a read that never ends
+        raise FileError(f"{path} is {kind}, not a regular file: save the table to a file")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise FileError(
@@ -563,6 +597,20 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
     squeezed = array.reshape(table_shape(header.shape))  # a view: the axes dropped are of size 1
     return Table(name, squeezed, header.label, tolerance, tuple(header.shape))
+
+
+def _special_kind(path: Path) -> str:
+    """``"a FIFO"``, ``"a character device"``, ... for what is not a regular file; ``""``."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return ""
 
 
 def _shape_of(source: _Source) -> Callable[[str], tuple[int, ...] | None]:

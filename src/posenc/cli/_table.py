@@ -27,9 +27,9 @@ from typing import Any, BinaryIO, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_base, check_float_dtype, check_int, check_position_magnitude
+from .._checks import check_float_dtype, check_position_magnitude
 from .._features import feature_slices
-from .._frequencies import frequencies
+from .._frequencies import check_schedule_base, frequencies
 from .._sinusoidal import fill_table
 from ._common import (
     Progress,
@@ -37,6 +37,7 @@ from ._common import (
     add_force_option,
     add_positions_options,
     add_subcommand,
+    check_d_model,
     positions_of,
 )
 from ._output import Output
@@ -79,8 +80,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     positions = positions_of(args)
-    d_model = check_int("--d-model", args.d_model, minimum=1)
-    base = check_base("--base", args.base)
+    d_model = check_d_model(args.d_model)
+    base = check_schedule_base("--base", args.base)
     dtype = check_float_dtype("--dtype", args.dtype)
     fmt = args.format or _SUFFIX_FORMATS.get(args.out.suffix.lower() if args.out else "", "text")
     if fmt == "npy" and args.out is None:

@@ -39,7 +39,7 @@ from .._checks import (
 )
 from .._checks import check_offset as core_check_offset
 from .._switches import Switch
-from ._kernels._cast import check_dtype
+from ._kernels._cast import FLOAT_DTYPES, check_dtype
 
 __all__ = [
     "add_offset",
@@ -93,11 +93,25 @@ def data_checked(tensor: torch.Tensor) -> bool:
 
 
 def check_tensor(name: str, value: Any) -> None:
-    """``value`` must be a floating-point tensor."""
+    """``value`` must be a dense (strided) floating-point tensor of a dtype the kernels
+    compute in: float16, bfloat16, float32 or float64 (metadata only, always checked)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.is_nested:  # before anything asks for its shape, which it may not have
+        raise TypeError(
+            f"{name} must be a dense tensor, got a nested tensor; rotate each of its tensors"
+        )
+    if value.layout != torch.strided:
+        raise TypeError(
+            f"{name} must be a dense tensor, got layout {value.layout}; pass {name}.to_dense()"
+        )
     if not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be a float16, bfloat16, float32 or float64 tensor, got dtype "
+            f"{value.dtype}"
+        )
 
 
 _DEVICES = "None, a torch.device, a string such as 'cpu', 'cuda:0' or 'meta', or a device index"
@@ -262,6 +276,12 @@ def as_positions(
     """
     if not isinstance(positions, torch.Tensor):  # host data, checked like the NumPy core's
         positions = _host_positions(name, positions, device)
+    if positions.is_nested:
+        raise TypeError(f"{name} must be a dense tensor, got a nested tensor")
+    if positions.layout != torch.strided:
+        raise TypeError(
+            f"{name} must be a dense tensor, got layout {positions.layout}; pass {name}.to_dense()"
+        )
     _check_not_meta(name, positions, device, against)
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must hold integers or real numbers, got dtype {positions.dtype}")

@@ -6,6 +6,7 @@ Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``d`` = ``head_dim``, ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -18,10 +19,11 @@ from .._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scali
 from .._switches import fast_paths_enabled
 from ._cache import CachedTables
 from ._checks import as_device, as_positions, check_offset, check_size, check_tensor
-from ._functional import largest_position_seq_len, refuse_length_export
+from ._functional import PASS_SEQ_LEN, largest_position_seq_len, refuse_length_export
 from ._kernels._rope import RopeTables, by_phasors, phasors, rotate
 from ._kernels._table import rope_cos_sin
-from ._multi_axis import AxisFrequencies, hf_hint, multi_axis_spec
+from ._length_frequencies import length_frequencies, recipe_text
+from ._multi_axis import AxisFrequencies, MultiAxisSpec, hf_hint, multi_axis_spec
 
 __all__ = ["RotaryEmbedding"]
 
@@ -47,6 +49,43 @@ class _Frequencies(NamedTuple):
     def text_positions(self, start: int, stop: int, device: torch.device) -> torch.Tensor:
         """Positions ``start .. stop-1``: what the module's cache holds."""
         return torch.arange(start, stop, device=device)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What a module's frequencies are made of: 1-D (``axes`` None) or multi-axis. Picklable:
+    compiled graphs compute length-dependent frequencies from it (``_length_frequencies``)."""
+
+    rotary_dim: int
+    base: Any
+    scaling: RopeScaling | None
+    axes: MultiAxisSpec | None
+
+    def frequencies(self, seq_len: int | None) -> _Frequencies | AxisFrequencies:
+        """The float64 frequencies for ``seq_len`` (what ``dynamic`` and ``longrope`` select
+        by; None: no longer than the original length)."""
+        if self.axes is not None:
+            return self.axes.frequencies(seq_len)
+        omega, attention = rope_frequencies(
+            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
+        )
+        return _Frequencies(torch.from_numpy(omega), attention)
+
+    def frequency_table(self, seq_len: int | None) -> torch.Tensor:
+        """The frequencies alone: ω ``(n,)`` or the matrix ``(n_axes, n)``."""
+        made = self.frequencies(seq_len)
+        return made.omega if isinstance(made, _Frequencies) else made.table
+
+    def traced(
+        self, text: str, seq_len: Any, free: _Frequencies | AxisFrequencies
+    ) -> _Frequencies | AxisFrequencies:
+        """:meth:`frequencies` inside a graph traced by Dynamo, from ``text`` (this recipe as
+        :func:`recipe_text` wrote it); the attention factor and the axes in use are those of
+        ``free``, the frequencies without a length (they do not change with it: ``dynamic``)."""
+        table = length_frequencies(text, seq_len)
+        if isinstance(free, _Frequencies):
+            return _Frequencies(table, free.attention)
+        return AxisFrequencies(table, free.attention, free.axes)
 
 
 def _explicit_positions(
@@ -82,6 +121,40 @@ def _explicit_positions(
             f"got {tuple(pos.shape)}" + (hf_hint(tuple(pos.shape), tail[0]) if tail else "")
         )
     return pos.to(x.device), checked, per_batch
+
+
+#: What a traced call with a tensor offset (whose value a graph cannot read) and a
+#: length-dependent scaling must pass instead.
+_TENSOR_OFFSET = "under torch.compile, with a tensor offset, pass seq_len= (or an int offset)"
+
+
+def _check_inputs(tensors: dict[str, Any], head_dim: int, seq_dim: int) -> int:
+    """Check q and k (or x alone) of a module with ``head_dim`` channels and its sequence at
+    ``seq_dim``; return the sequence axis as a negative index (at most -2)."""
+    for name, x in tensors.items():
+        check_tensor(name, x)
+        if x.dim() < 2 or x.shape[-1] != head_dim:
+            raise ValueError(
+                f"{name} must have shape (..., s, d) with d = head_dim = {head_dim} "
+                f"channels last, got shape {tuple(x.shape)}"
+            )
+    first, *rest = tensors.values()
+    axis = seq_dim if seq_dim < 0 else seq_dim - first.dim()
+    if not -first.dim() <= axis <= -2:
+        raise ValueError(
+            f"seq_dim = {seq_dim} is not a dimension before the last of a "
+            f"{first.dim()}-D input of shape {tuple(first.shape)}"
+        )
+    for x in rest:
+        if x.device != first.device:
+            raise ValueError(f"q and k must be on one device, got {first.device} and {x.device}")
+        if x.dim() != first.dim() or x.shape[axis] != first.shape[axis]:
+            raise ValueError(
+                "q and k must have the same number of dimensions and the same sequence "
+                f"length (dimension {seq_dim}), got shapes {tuple(first.shape)} "
+                f"and {tuple(x.shape)}"
+            )
+    return axis
 
 
 class RotaryEmbedding(CachedTables):
@@ -150,6 +223,13 @@ class RotaryEmbedding(CachedTables):
     cache follows the inputs' device and table dtype; ``.to()``, ``.double()`` and
     ``to_empty`` rebuild it from float64; several threads may share the module.
 
+    ``torch.compile``: ``fullgraph=True`` traces every scaling across changing lengths
+    (``dynamic=True`` included). ``dynamic`` frequencies past the original length come from
+    the NumPy core at run time, through one custom operator (``posenc::length_frequencies``),
+    so a compiled call uses the frequencies of the eager one; with explicit ``positions``,
+    ``dynamic`` and ``longrope`` need ``seq_len=`` there (a graph cannot read the largest
+    position). ``torch.export`` takes them with a fixed ``seq_len=`` only.
+
     Data checks: as for ``SinusoidalPositionalEncoding`` (accelerator positions are not read;
     unencodable ones give NaN rows). One exception: ``dynamic`` and ``longrope`` with
     explicit ``positions`` and no ``seq_len`` read the largest position, as Hugging Face does
@@ -212,6 +292,7 @@ class RotaryEmbedding(CachedTables):
         if self.seq_dim == -1:
             raise ValueError("seq_dim must not be -1: the last dimension holds the channels")
         self.max_len = None if max_len is None else check_length("max_len", max_len)
+        self._recipe = _Recipe(self.rotary_dim, self.base, self.scaling, self.axes)
         # Plain CPU float64 tensors, not buffers: module casts must never touch them.
         # Key 0: the frequencies without a length (all types; longrope's short factors);
         # key 1: longrope's long factors.
@@ -219,6 +300,8 @@ class RotaryEmbedding(CachedTables):
         self._original = None if self.scaling is None else self.scaling.original_length
         if self.scaling is not None and self.scaling.rope_type == "longrope":
             self._freqs[1] = self._frequencies((self._original or 0) + 1)
+        # the recipe as the text that compiled graphs hand to their operator (made once)
+        self._recipe_text = "" if self._original is None else recipe_text(self._recipe)
         device = as_device(device, torch.get_default_device())
         # the float32 tables and the float64 work, as the table kernels count them
         size = (self.max_len or 0, self.rotary_dim)
@@ -227,13 +310,13 @@ class RotaryEmbedding(CachedTables):
 
     # -- tables -----------------------------------------------------------------------------
 
-    def _frequencies(self, seq_len: int | None) -> _Frequencies | AxisFrequencies:
-        if self.axes is not None:
-            return self.axes.frequencies(seq_len)
-        omega, attention = rope_frequencies(
-            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len
-        )
-        return _Frequencies(torch.from_numpy(omega), attention)
+    def _frequencies(self, seq_len: Any) -> _Frequencies | AxisFrequencies:
+        """The frequencies for ``seq_len``: under Dynamo, which cannot trace the NumPy core,
+        through the operator of ``_length_frequencies`` (the same values); an export (with a
+        fixed ``seq_len``) computes them in Python, as constants of its graph."""
+        if not torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
+            return self._recipe.frequencies(seq_len)
+        return self._recipe.traced(self._recipe_text, seq_len, self._freqs[0])
 
     def _cache_dtype(self, dtype: torch.dtype) -> torch.dtype:
         return _table_dtype(dtype)
@@ -284,38 +367,6 @@ class RotaryEmbedding(CachedTables):
                 table = snapshot.derived.setdefault("phasors", phasors(*snapshot.tables))
         return RopeTables(cos, sin, table[start:stop])
 
-    # -- checks -----------------------------------------------------------------------------
-
-    def _seq_axis(self, x: torch.Tensor) -> int:
-        """The sequence dimension of ``x`` as a negative index (at most -2)."""
-        axis = self.seq_dim if self.seq_dim < 0 else self.seq_dim - x.dim()
-        if not -x.dim() <= axis <= -2:
-            raise ValueError(
-                f"seq_dim = {self.seq_dim} is not a dimension before the last of a "
-                f"{x.dim()}-D input of shape {tuple(x.shape)}"
-            )
-        return axis
-
-    def _check_inputs(self, tensors: dict[str, Any]) -> int:
-        """Check q/k (or x); return the sequence axis (negative)."""
-        for name, x in tensors.items():
-            check_tensor(name, x)
-            if x.dim() < 2 or x.shape[-1] != self.head_dim:
-                raise ValueError(
-                    f"{name} must have shape (..., s, d) with d = head_dim = {self.head_dim} "
-                    f"channels last, got shape {tuple(x.shape)}"
-                )
-        first, *rest = tensors.values()
-        axis = self._seq_axis(first)
-        for x in rest:
-            if x.dim() != first.dim() or x.shape[axis] != first.shape[axis]:
-                raise ValueError(
-                    "q and k must have the same number of dimensions and the same sequence "
-                    f"length (dimension {self.seq_dim}), got shapes {tuple(first.shape)} "
-                    f"and {tuple(x.shape)}"
-                )
-        return axis
-
     def _tables_for(
         self,
         x: torch.Tensor,
@@ -334,7 +385,7 @@ class RotaryEmbedding(CachedTables):
         if switches and type(seq_len) is not int and torch.compiler.is_exporting():
             assert self.scaling is not None
             refuse_length_export(repr(self.scaling.rope_type))
-        length = x.shape[axis]
+        length, given = x.shape[axis], positions is not None
         shape = [1] * x.dim()
         shape[axis], shape[-1] = length, self.rotary_dim
         if positions is None:
@@ -351,8 +402,8 @@ class RotaryEmbedding(CachedTables):
         else:
             n_axes = None if self.axes is None else self.axes.n_axes
             pos, checked, per_batch = _explicit_positions(x, axis, positions, offset, n_axes, name)
-            if seq_len is None and self.scaling is not None and self.scaling.depends_on_length:
-                seq_len = largest_position_seq_len(pos)
+            if seq_len is None and switches:
+                seq_len = largest_position_seq_len(pos, PASS_SEQ_LEN if given else _TENSOR_OFFSET)
             tables = RopeTables(*self._at(pos, seq_len, dtype, checked))
             if per_batch:
                 shape[0] = pos.shape[0]
@@ -386,7 +437,7 @@ class RotaryEmbedding(CachedTables):
         Returns:
             ``(q_rot, k_rot)`` with the shapes and dtypes of ``q`` and ``k``.
         """
-        axis = self._check_inputs({"q": q, "k": k})
+        axis = _check_inputs({"q": q, "k": k}, self.head_dim, self.seq_dim)
         dtype = _table_dtype(q.dtype, k.dtype)
         tables = self._tables_for(q, axis, dtype, positions, offset, seq_len, "q")
         if q.dim() + axis > 0 and tables.cos.shape[0] not in (1, k.shape[0]):
@@ -408,7 +459,7 @@ class RotaryEmbedding(CachedTables):
         seq_len: int | None = None,
     ) -> torch.Tensor:
         """Rotate one tensor (queries or keys alone); arguments as in :meth:`forward`."""
-        axis = self._check_inputs({"x": x})
+        axis = _check_inputs({"x": x}, self.head_dim, self.seq_dim)
         tables = self._tables_for(x, axis, _table_dtype(x.dtype), positions, offset, seq_len)
         return rotate((x,), tables, self.pairs)[0]
 

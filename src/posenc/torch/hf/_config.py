@@ -4,14 +4,17 @@
 called per layer type, that layer type) into the posenc module that computes its RoPE
 frequencies in float64, through :func:`posenc.rope_plan`: ``LlamaRotary.from_config`` for
 1-D RoPE, ``MultiAxisRotary.from_config`` for layers with several position axes (M-RoPE);
-nothing else in the swap reads a config's rope settings.
+nothing else in the swap reads a config's rope settings. The swap replaces modules that
+return tables, so it reads the plan of the tables (``table_plan``): a model whose tables are
+posenc's but whose rotation rope_plan refuses (NanoChat's by -θ, which stays in the model's
+attention, untouched) is swapped.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..._rope.plan import rope_plan
+from ..._rope.plan import table_plan
 from ._multi_axis import MultiAxisRotary
 from ._rotary import LlamaRotary
 
@@ -49,7 +52,7 @@ def layer_types(config: Any) -> list[str]:
 def _from_config(config: Any, layer_type: str | None) -> Any:
     """``LlamaRotary``, or ``MultiAxisRotary`` where the plan gives the layer several axes:
     the plan is read once, and its frequencies are the module's."""
-    layer = rope_plan(config).layer(layer_type)
+    layer = table_plan(config).layer(layer_type)
     if layer.uses_positions and layer.multi_axis:
         return MultiAxisRotary._from_layer(layer)
     return LlamaRotary._from_layer(layer)

@@ -542,6 +542,29 @@ def _check(
     return found if isinstance(found, str) else (candidate, layout, found[0])
 
 
+def _cast_cause(module: nn.Module, reason: str) -> str:
+    """Why a module's tables differ when it computes them from a 16-bit buffer, and what to do
+    (``""`` otherwise): ``model.to(torch.bfloat16)`` casts the frequencies a rotary module
+    keeps (transformers' ``inv_freq``), which then lose all but 8 bits of precision."""
+    if "differs from posenc's" not in reason:
+        return ""
+    low = [
+        (name, buffer.dtype)
+        for name, buffer in module.named_buffers(recurse=False)
+        if buffer.dtype in _LOW
+    ]
+    if not low:
+        return ""
+    name, dtype = low[0][0], _name(low[0][1])
+    return (
+        f": its rotary buffer {name!r} was cast to {dtype} (model.to(torch.{dtype}) casts it "
+        f"after the model is built), and its tables come from those rounded frequencies; "
+        f"swap before casting (swap_positions(model), then model.to(torch.{dtype})), or build "
+        f"the model with dtype=torch.{dtype} (from_pretrained(..., dtype=torch.{dtype}) keeps "
+        f"{name!r} in float32)"
+    )
+
+
 def examine_rotary(
     module: nn.Module, with_layer: bool, table: Any = None, rows: int | None = None
 ) -> RotaryFinding | str:
@@ -561,6 +584,7 @@ def examine_rotary(
         if found == "":
             continue  # a layer type without RoPE: the module refuses it too
         if isinstance(found, str):
+            found = found + _cast_cause(module, found)
             return found if key is None else f"layer type {key!r}: {found}"
         rotaries[key], layout, dtype = found
         layouts.add(layout)

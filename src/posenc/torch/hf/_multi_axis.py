@@ -20,7 +20,7 @@ from torch import nn
 
 from ..._features import check_pairs
 from ..._rope.multi_axis import AxisOrder, AxisSchedule, _Request
-from ..._rope.plan import RopeLayer, rope_plan
+from ..._rope.plan import RopeLayer, table_plan
 from .._checks import as_positions, check_dtype
 from .._functional import largest_position_seq_len
 from .._multi_axis import AxisFrequencies, multi_axis_spec
@@ -128,7 +128,7 @@ class MultiAxisRotary(nn.Module):
         rotate a block of channels of their own (``RopeLayer.pairs_per_axis``, Gemma 4's
         vision tower: its plan's ``cos_sin`` gives that table).
         """
-        layer = rope_plan(config).layer(layer_type)
+        layer = table_plan(config).layer(layer_type)
         return cls._from_layer(layer, axes_dim=axes_dim, pairs=layer.pairs)
 
     @classmethod

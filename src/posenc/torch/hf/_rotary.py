@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..._checks import check_base, check_bool, check_int
-from ..._rope.plan import RopeLayer, rope_plan
+from ..._rope.plan import RopeLayer, table_plan
 from ..._rope.rotary import resolve_rotary_dim
 from ..._rope.scaling import RopeScaling, rope_base, rope_frequencies, rope_scaling
 from .._checks import as_positions, check_dtype
@@ -31,12 +31,12 @@ def compile_advice(module: str, function: str) -> str:
     )
 
 
-def _config_value(config: Any, name: str) -> Any:
-    value = getattr(config, name, None)
+def _config_value(module: Any, name: str) -> Any:
+    value = getattr(module, name, None)
     if value is None:
         raise TypeError(
-            f"config must have a {name!r} attribute (a transformers LlamaConfig or similar), "
-            f"got {type(config).__name__} without one"
+            f"module must have a {name!r} attribute (a transformers LlamaConfig or similar), "
+            f"got {type(module).__name__} without one"
         )
     return value
 
@@ -97,6 +97,8 @@ class LlamaRotary(nn.Module):
         """The module for the layers of type ``layer_type`` of a model's config, read by
         :func:`posenc.rope_plan` (``rope_parameters`` or ``rope_scaling``, flat or per layer
         type, the head size, ``max_position_embeddings``, every spelling the plan reads).
+        A model whose tables are posenc's while the rotation it applies to them is refused by
+        the plan (NanoChat rotates by -θ) gets its tables too: the module returns tables only.
 
         Args:
             config: a ``transformers`` config (``LlamaConfig``, ``Gemma3TextConfig``, ...) or
@@ -109,7 +111,7 @@ class LlamaRotary(nn.Module):
         (``torch.cat((freqs, freqs))``); Cohere's return an interleaved one (:meth:`like`
         checks a module's table).
         """
-        return cls._from_layer(rope_plan(config).layer(layer_type))
+        return cls._from_layer(table_plan(config).layer(layer_type))
 
     @classmethod
     def _from_layer(cls, layer: RopeLayer) -> LlamaRotary:
