@@ -120,3 +120,15 @@ def test_ordinary_parameters_are_unchanged():
     posenc.rope_frequencies(4, scaling={**LONGROPE, "original_max_position_embeddings": 2})
     posenc.rope_frequencies(4, scaling={**LONGROPE, "attention_factor": 1.0})
     assert posenc.frequencies(4, base=0.5, convention="tensor2tensor").tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("factor", [4.0, 1e16, 1e100])
+@pytest.mark.parametrize("seq_len", [None, 1, 64])
+def test_dynamic_up_to_its_original_length_is_the_unscaled_rope(factor, seq_len):
+    # factor * L / L - (factor - 1) is 1 in exact arithmetic; in floats it rounded to 0 for
+    # factors of 2**53 and more, and the unscaled table was refused as overflowing
+    omega, attention = posenc.rope_frequencies(
+        8, scaling={**DYNAMIC, "factor": factor}, seq_len=seq_len
+    )
+    assert np.array_equal(omega, posenc.rope_frequencies(8)[0])
+    assert attention == 1.0

@@ -89,7 +89,10 @@ def _dynamic(r: RopeInput) -> tuple[_F64, float]:
         r.params.get("original_max_position_embeddings") or r.params["max_position_embeddings"]
     )
     longest = original if r.seq_len is None else max(r.seq_len, original)
-    term = factor * longest / original - (factor - 1.0)  # >= 1 in exact arithmetic
+    # >= 1 in exact arithmetic, and 1 at the original length: the float expression rounds to
+    # 1.0 there for every factor below 2**53 (transformers computes it so), and is kept 1.0
+    # for larger factors, where factor - 1.0 rounds to factor and the term would be 0
+    term = 1.0 if longest == original else factor * longest / original - (factor - 1.0)
     if not 0.5 <= term < math.inf or math.log(r.base) + math.log(term) * r.dim / (r.dim - 2) > 709:
         raise ValueError(
             f"rope_type 'dynamic' with {key_name('factor')} = {factor!r}, base = {r.base!r} and "
