@@ -26,7 +26,8 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, cast_in_blocks, check_fits
+from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits, check_pairs
+from ..._checks import as_length, check_int
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
@@ -74,10 +75,16 @@ def alibi_bias(
     max_bias: float = 8.0,
     shard: tuple[int, int] | None = None,
     convention: core_alibi.AlibiConvention = "exact",
+    total_heads: int | None = None,
     dtype: torch.dtype = torch.float32,
     device: Any = None,
 ) -> torch.Tensor:
     """:func:`posenc.alibi_bias` as a ``(heads, q, k)`` tensor in ``dtype`` on ``device``.
+
+    ``total_heads``: ALiBi on the first ``heads`` of ``total_heads`` attention heads (the
+    slopes of a ``heads``-head model), zeros on the others: ``(total_heads, q, k)``, as
+    x-transformers' ``AlibiPositionalBias(heads, total_heads)``; default ``heads``. Not with
+    ``shard``.
 
     ``"exact"`` rounds the float64 bias once to ``dtype``; ``"bloom"``/``"mpt"`` give their
     float32 values cast to ``dtype`` as ``build_alibi_tensor(..., dtype)`` casts them;
@@ -96,6 +103,16 @@ def alibi_bias(
             [-0.0039,  0.0000,  0.0039],
             [-0.0078, -0.0039,  0.0000]])
     """
+    if total_heads is not None:
+        count = check_count("heads", heads)
+        total = total_heads_of(total_heads, count, shard)
+        if total != count:
+            _alibi_shape(count, query_positions, key_positions, total)  # before any work
+            bias = alibi_bias(
+                count, query_positions, key_positions, form=form, max_bias=max_bias,
+                convention=convention, dtype=dtype, device=device,
+            )  # fmt: skip
+            return torch.nn.functional.pad(bias, (0, 0, 0, 0, 0, total - count))
     if isinstance(query_positions, torch.Tensor) or isinstance(key_positions, torch.Tensor):
         return _alibi_of_tensors(
             heads, query_positions, key_positions, form, max_bias, shard, convention, dtype,
@@ -115,6 +132,43 @@ def alibi_bias(
             int(heads), query_positions, key_positions, form, shard, convention, dtype, device
         )
     return _tensor_in_blocks(shape, block, dtype, device, exact=convention == "exact")
+
+
+def total_heads_of(total_heads: Any, heads: int, shard: Any) -> int:
+    """``total_heads`` checked: an int >= ``heads`` (default ``heads``), without ``shard``."""
+    if total_heads is None:
+        return heads
+    if shard is not None:
+        raise ValueError(
+            "total_heads and shard cannot be combined: total_heads puts ALiBi on the first "
+            "heads of one device's attention; give one of them"
+        )
+    total = check_int("total_heads", total_heads, minimum=heads)
+    check_pairs("total_heads", (total,), copies=1)
+    return total
+
+
+def position_count(name: str, value: Any) -> int | None:
+    """How many positions ``value`` holds, read without building them (None: unknown, left
+    to the checks that build them)."""
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.ndim == 1 else None
+    length = as_length(name, value)
+    if length is not None:
+        return length
+    return (
+        len(value) if isinstance(value, list | tuple | np.ndarray) and np.ndim(value) == 1 else None
+    )
+
+
+def _alibi_shape(heads: int, query_positions: Any, key_positions: Any, total: int) -> None:
+    """Refuse, before anything is built, a ``(total, q, k)`` bias that cannot fit."""
+    q, k = (
+        position_count("query_positions", query_positions),
+        position_count("key_positions", key_positions),
+    )
+    if q is not None and k is not None and not torch.compiler.is_compiling():
+        check_pairs("total_heads, query_positions and key_positions", (total, q, k))
 
 
 def _tensor_in_blocks(
