@@ -216,3 +216,11 @@ def test_alibi_on_the_first_heads_of_a_larger_attention() -> None:
             pt.alibi_bias(3, 4, 4, total_heads=bad)
     with pytest.raises(ValueError, match="total_heads and shard"):
         pt.alibi_score_mod(4, total_heads=8, shard=(0, 2))
+
+
+def test_tables_of_score_mods_are_checked_as_the_core_checks_them() -> None:
+    nan = torch.full((32, 2), float("nan"))
+    with pytest.raises(ValueError, match="table must be finite"):
+        pt.t5_score_mod(nan)
+    with pytest.raises(ValueError, match="values must be finite"):
+        pt.relative_score_mod(nan, min_relative=0)

@@ -194,3 +194,26 @@ def test_sizes_are_refused_before_anything_is_allocated(make) -> None:  # type: 
         module(10**9, 3 * 10**8)
     with pytest.raises(MemoryError, match=r"query_positions.*key_positions"):
         module(torch.arange(10**6), [0] * 10**6)
+
+
+def test_dense_functions_refuse_sizes_devices_and_dtypes_by_name() -> None:
+    big = torch.arange(10**6)
+    for call in (
+        lambda: pt.alibi_bias(2, big, big),
+        lambda: pt.alibi_bias(2, big, big, convention="bloom"),
+        lambda: pt.deberta_relative_positions(big, big),
+    ):
+        with pytest.raises(MemoryError, match=r"query_positions.*key_positions"):
+            call()
+    for call in (
+        lambda: pt.alibi_bias(2, 3, 3, device="nope"),
+        lambda: pt.alibi_bias(2, torch.arange(3), 3, device="nope"),
+        lambda: pt.kerple_bias(3, 3, r1=1.0, r2=1.0, device="nope"),
+        lambda: pt.sandwich_bias(2, 3, 3, device="nope"),
+        lambda: pt.deberta_relative_positions(3, 3, device="nope"),
+    ):
+        with pytest.raises(ValueError, match="device"):
+            call()
+    for cls in (pt.T5RelativeBias, pt.KerpleBias, pt.FireBias):
+        with pytest.raises(TypeError, match="dtype"):
+            cls(2, dtype=torch.int64)

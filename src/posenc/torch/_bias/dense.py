@@ -28,6 +28,7 @@ from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
 from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits, check_pairs
 from ..._checks import as_length, check_int
+from .._checks import as_device
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
@@ -103,6 +104,7 @@ def alibi_bias(
             [-0.0039,  0.0000,  0.0039],
             [-0.0078, -0.0039,  0.0000]])
     """
+    device = as_device(device)
     if total_heads is not None:
         count = check_count("heads", heads)
         total = total_heads_of(total_heads, count, shard)
@@ -244,6 +246,9 @@ def _alibi_of_tensors(
     )  # fmt: skip
     query = position_tensor("query_positions", query_positions, where)
     key = position_tensor("key_positions", key_positions, where)
+    if not torch.compiler.is_compiling():  # before the (heads, q, k) products
+        names = "heads, query_positions and key_positions"
+        check_pairs(names, (int(slopes.size), int(query.shape[0]), int(key.shape[0])))
     if convention in ("bloom", "falcon"):  # torch's pow, as transformers
         slopes = _torch_slopes(int(heads), shard, convention)
     rel = key[None, :] - query[:, None]
@@ -273,6 +278,8 @@ def kerple_bias(
     tensor([[[ 0., -1.],
              [-1.,  0.]]])
     """
+    check_dtype("dtype", dtype)
+    device = as_device(device)
     values = core_kerple(
         query_positions,
         key_positions,
@@ -299,6 +306,8 @@ def sandwich_bias(
     >>> sandwich_bias(2, 4, 4).shape
     torch.Size([2, 4, 4])
     """
+    check_dtype("dtype", dtype)
+    device = as_device(device)
     values = core_sandwich(
         heads, query_positions, key_positions, dim=dim, base=base, dtype=np.float64
     )

@@ -90,6 +90,13 @@ def _head(h: Any, size: int, readable: bool, what: str) -> tuple[torch.Tensor, t
     return _within(index, size, readable, message)
 
 
+def _finite(name: str, table: torch.Tensor) -> None:
+    """A table's values must be finite, as the core's ``t5_bias`` checks them (CPU tensors;
+    an accelerator's are not read)."""
+    if data_checked(table) and not bool(torch.isfinite(table.detach()).all()):
+        raise ValueError(f"{name} must be finite, got NaN or infinity among its values")
+
+
 def _nan_outside(inside: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     nan = torch.full((), float("nan"), dtype=value.dtype, device=value.device)
     result: torch.Tensor = torch.where(inside, value, nan)
@@ -158,6 +165,7 @@ def relative_score_mod(
         raise ValueError(
             f"values must have at least one head and one column, got {tuple(values.shape)}"
         )
+    _finite("values", values)
     first = check_int("min_relative", min_relative)
     check_position_magnitude("min_relative", first, first)
     last = first + size - 1
@@ -225,6 +233,7 @@ def t5_score_mod(
         raise TypeError(f"table must be a (num_buckets, heads) tensor, got {got}")
     if not table.dtype.is_floating_point:
         raise TypeError(f"table must be a floating-point tensor, got {table.dtype}")
+    _finite("table", table)
     settings: dict[str, Any] = {"bidirectional": bidirectional, "num_buckets": table.shape[0],
                                 "max_distance": max_distance, "convention": convention}  # fmt: skip
     t5_buckets(np.zeros(1, dtype=np.int64), **settings)  # the core checks every setting

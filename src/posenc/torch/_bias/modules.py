@@ -29,8 +29,8 @@ from torch import nn
 from ..._bias.buckets import BucketConvention
 from ..._bias.distance import fire_distance
 from ..._bias.positions import check_count, check_pairs, check_parameter
-from .._checks import data_checked
-from .._kernels._cast import cast_exact
+from .._checks import as_device, data_checked
+from .._kernels._cast import cast_exact, check_dtype
 from .dense import position_count, position_tensor, t5_buckets
 
 #: T5RelativeBias reads its buckets from a table indexed by distance up to ``max_distance``
@@ -57,6 +57,13 @@ def _refuse_large(query_positions: Any, key_positions: Any, per_pair: int) -> No
     k = position_count("key_positions", key_positions)
     if q is not None and k is not None:
         check_pairs("query_positions and key_positions", (q, k, per_pair))
+
+
+def _factory(owner: str, device: Any, dtype: Any) -> None:
+    """The ``device`` and ``dtype`` of a module's parameters, checked by name."""
+    as_device(device)
+    if dtype is not None:
+        check_dtype("dtype", dtype)
 
 
 def _wide(device: torch.device) -> torch.dtype:
@@ -118,6 +125,7 @@ class T5RelativeBias(nn.Module):
     ) -> None:
         super().__init__()
         self.heads = check_count("heads", heads)
+        _factory("T5RelativeBias", device, dtype)
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bidirectional, self.convention = bidirectional, convention
         zero = torch.zeros(1, dtype=torch.int64)  # checks the settings once
@@ -232,6 +240,7 @@ class KerpleBias(nn.Module):
         if kind not in ("log", "power"):
             raise ValueError(f"kind must be 'log' or 'power', got {kind!r}")
         floor = float(check_parameter("eps", eps, positive=True))
+        _factory("KerpleBias", device, dtype)
         self.heads, self.kind, self.eps = check_count("heads", heads), kind, floor
         self.r1 = nn.Parameter(torch.ones(self.heads, device=device, dtype=dtype))
         self.r2 = nn.Parameter(torch.ones(self.heads, device=device, dtype=dtype))
@@ -297,6 +306,7 @@ class FireBias(nn.Module):
         self.heads = check_count("heads", heads)
         fire_distance(1, 1, c=c, threshold=threshold)  # checks c and threshold
         width = check_count("hidden", hidden)
+        _factory("FireBias", device, dtype)
         act = nn.ReLU() if activation is None else _activation(activation)
         kwargs: dict[str, Any] = {"device": device, "dtype": dtype}
         self.mlp = nn.Sequential(

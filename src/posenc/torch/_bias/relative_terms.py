@@ -25,7 +25,9 @@ import torch
 
 from ..._bias import buckets as core_buckets
 from ..._bias import relative_terms as core
+from ..._bias.positions import check_pairs
 from ..._checks import check_int, check_real
+from .._checks import as_device
 from .dense import deberta_buckets, position_tensor, transformers_deberta_buckets
 
 __all__ = [
@@ -60,9 +62,12 @@ def deberta_relative_positions(
     if convention not in ("exact", "transformers"):
         raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
     tensors = [p for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)]
-    where = device if device is not None else (tensors[0].device if tensors else None)
+    where = as_device(device, tensors[0].device if tensors else None)
     query = position_tensor("query_positions", query_positions, where)
     key = position_tensor("key_positions", key_positions, where)
+    if not torch.compiler.is_compiling():  # before the (q, k) map
+        shape = (int(query.shape[0]), int(key.shape[0]))
+        check_pairs("query_positions and key_positions", shape, copies=2)
     rel = query[:, None] - key[None, :]
     if not bucketed:
         return rel
