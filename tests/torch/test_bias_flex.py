@@ -123,22 +123,47 @@ def test_compiled_flex_attention_equals_dense_attention(name: str) -> None:
     query, key, value = _qkv(16, 16)
     torch._dynamo.reset()  # each family compiles on its own (no cache of another's guards)
     compiled = torch.compile(flex.flex_attention, fullgraph=True)
-    out = compiled(query, key, value, score_mod=make_mod(16))
-    want = F.scaled_dot_product_attention(query, key, value, attn_mask=make_bias(16))
+    documents = torch.tensor([[0] * 9 + [1] * 7, [0] * 16])  # a packed and a padded row
+    padding = torch.ones(2, 16, dtype=torch.bool)
+    padding[1, :4] = False
+    conditions = {"window": 6, "padding_mask": padding}
+    block = pt.bias_block_mask(16, 16, documents=documents, **conditions)
+    out = compiled(query, key, value, score_mod=make_mod(16), block_mask=block)
+    mask = pt.bias_attn_mask(make_bias(16), causal=True, key_documents=documents, **conditions)
+    want = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     assert (out - want).abs().max() <= 2e-6
 
 
 @pytest.mark.slow
 def test_one_dynamic_compile_serves_changing_lengths() -> None:
+    # the three families in one score_mod, with offsets, and a block mask with a window and
+    # padding: one compile (ints captured by a score_mod or mask_mod turned into symbols
+    # under dynamic=True, which broke the CPU kernel's C++)
+    alibi = pt.alibi_score_mod(HEADS, query_offset=3)
+    t5 = pt.t5_score_mod(TABLE, max_distance=16, key_offset=5)
+    kerple = pt.kerple_score_mod([0.5, 1.0, 2.0, 3.0], 0.5, query_offset=2)
+
+    def all_three(score, b, h, q_idx, kv_idx):  # type: ignore[no-untyped-def]
+        for mod in (alibi, t5, kerple):
+            score = mod(score, b, h, q_idx, kv_idx)
+        return score
+
     torch._dynamo.reset()
     compiled = torch.compile(flex.flex_attention, fullgraph=True, dynamic=True)
-    for n in (16, 24, 40):
+    for n in (16, 24):
         query, key, value = _qkv(n, n)
-        out = compiled(query, key, value, score_mod=pt.alibi_score_mod(HEADS))
-        want = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=pt.alibi_bias(HEADS, n, n)
+        padding = torch.ones(2, n, dtype=torch.bool)
+        padding[0, :3] = False
+        block = pt.bias_block_mask(n, n, window=9)
+        out = compiled(query, key, value, score_mod=all_three, block_mask=block)
+        bias = (
+            pt.alibi_bias(HEADS, np.arange(n) + 3, n)
+            + torch.from_numpy(posenc.t5_bias(TABLE.numpy(), n, np.arange(n) + 5, max_distance=16))
+            + pt.kerple_bias(np.arange(n) + 2, n, r1=[0.5, 1.0, 2.0, 3.0], r2=0.5)
         )
-        assert (out - want).abs().max() <= 2e-6, n
+        mask = pt.bias_attn_mask(bias, causal=True, window=9)
+        want = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        assert (out - want).abs().max() <= 4e-6, n
 
 
 def test_bad_masks_are_refused_by_name() -> None:

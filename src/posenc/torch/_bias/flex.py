@@ -37,6 +37,7 @@ from ..._bias.distance import kerple_bias, sandwich_bias
 from ..._bias.positions import check_count, check_offset, check_pairs, check_parameter
 from ..._checks import check_bool, check_int, check_position_magnitude
 from .._checks import as_device, data_checked
+from .dense import t5_buckets as torch_t5_buckets
 from .dense import total_heads_of
 from .masks import PairRule
 
@@ -69,25 +70,51 @@ def _readable(*indices: Any) -> bool:
     return True
 
 
-def _within(
-    index: torch.Tensor, size: int, readable: bool, message: Callable[[int], str]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``index`` clamped into ``0 .. size-1``, and where it was inside; a readable index
-    outside raises ``ValueError(message(first index outside))``."""
-    inside = (index >= 0) & (index < size)
-    if readable and not bool(inside.all()):
-        raise ValueError(message(int(index[~inside].reshape(-1)[0])))
-    return index.clamp(0, size - 1), inside
+class _Bound:
+    """The indices ``0 .. size-1`` of a ``score_mod``'s table (heads, or columns), checked
+    as the module docstring says. The limit is a captured 0-d tensor, never a Python int:
+    under ``torch.compile(dynamic=True)`` a captured int becomes a symbol, which the CPU
+    FlexAttention kernel of torch 2.13 fails to compile (C++ errors)."""
+
+    def __init__(self, size: int, device: Any, describe: Callable[[int], str]) -> None:
+        self.last = torch.tensor(size - 1, dtype=torch.int64, device=device)
+        self.describe = describe
+
+    def __call__(self, index: Any, readable: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``index`` clamped into the range, and where it was inside; a readable index
+        outside raises ``ValueError`` (``describe(first index outside)``)."""
+        index = torch.as_tensor(index)
+        inside = (index >= 0) & (index <= self.last)
+        if readable and not bool(inside.all()):
+            raise ValueError(self.describe(int(index[~inside].reshape(-1)[0])))
+        return torch.minimum(index.clamp(min=0), self.last), inside
 
 
-def _head(h: Any, size: int, readable: bool, what: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``h`` as an index into ``size`` heads (see :func:`_within`)."""
+def _heads(size: int, device: Any, what: str) -> _Bound:
+    """Head indices ``h`` of a ``score_mod`` with ``size`` heads."""
 
-    def message(bad: int) -> str:
+    def describe(bad: int) -> str:
         return f"this score_mod has {size} heads ({what}), got head index h = {bad}"
 
-    index: torch.Tensor = torch.as_tensor(h)
-    return _within(index, size, readable, message)
+    return _Bound(size, device, describe)
+
+
+def _static(table: torch.Tensor) -> torch.Tensor:
+    """``table`` (a view of it: the caller's tensor is left alone) marked static for
+    ``torch.compile`` on the CPU: with ``dynamic=True`` the sizes of captured tensors become
+    symbols, which the CPU FlexAttention kernel of torch 2.13 fails to compile (C++
+    errors)."""
+    if table.device.type != "cpu":
+        return table
+    view = table.view_as(table)
+    torch._dynamo.mark_static(view)
+    return view
+
+
+def _offset(value: int, device: Any) -> torch.Tensor:
+    """An offset as a 0-d int64 tensor for a ``score_mod`` to capture (see :class:`_Bound`:
+    no Python int in a ``score_mod``'s arithmetic)."""
+    return torch.tensor(value, dtype=torch.int64, device=device)
 
 
 def _finite(name: str, table: torch.Tensor) -> None:
@@ -133,13 +160,15 @@ def alibi_score_mod(
     where = as_device(device)
     table = torch.zeros(total, dtype=torch.float32, device=where)
     table[: slopes.size] = torch.from_numpy(slopes).to(device=where, dtype=torch.float32)
-    q0 = check_offset("query_offset", query_offset)
-    k0 = check_offset("key_offset", key_offset)
+    table = _static(table)
+    k0 = _offset(check_offset("key_offset", key_offset), where)
+    shift = k0 - check_offset("query_offset", query_offset)
     what = f"{slopes.size} with ALiBi" + (f" of {total}" if total != slopes.size else "")
+    bound = _heads(total, where, what)
 
     def alibi(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
-        head, inside = _head(h, total, _readable(h), what)
-        gap = torch.as_tensor((kv_idx + k0) - (q_idx + q0) if form != "key" else kv_idx + k0)
+        head, inside = bound(h, _readable(h))
+        gap = kv_idx + k0 if form == "key" else (kv_idx - q_idx) + shift
         if form == "distance":
             gap = -gap.abs()
         bias = _nan_outside(inside, table[head] * gap.to(torch.float32))
@@ -179,16 +208,19 @@ def relative_score_mod(
 
 def _relative_mod(table: torch.Tensor, first: int, q0: int, k0: int, built: str) -> ScoreMod:
     heads, size = (int(n) for n in table.shape)
-    rows = f"the table's {heads} rows"
+    table = _static(table)
+    shift = _offset(k0 - q0 - first, table.device)
 
-    def message(bad: int) -> str:
+    def describe(bad: int) -> str:
         return f"this score_mod covers {built}, got the relative position {bad + first}"
+
+    rows = _heads(heads, table.device, f"the table's {heads} rows")
+    columns = _Bound(size, table.device, describe)
 
     def relative(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         readable = _readable(h, q_idx, kv_idx)
-        head, head_in = _head(h, heads, readable, rows)
-        offset = torch.as_tensor((kv_idx + k0) - (q_idx + q0) - first)
-        index, inside = _within(offset, size, readable, message)
+        head, head_in = rows(h, readable)
+        index, inside = columns((kv_idx - q_idx) + shift, readable)
         return score + _nan_outside(head_in & inside, table[head, index])
 
     return relative
@@ -253,20 +285,19 @@ def t5_score_mod(
         values = table[torch.from_numpy(buckets).to(table.device)].T
         built = f"query_len={sizes[0]}, key_len={sizes[1]} (offsets {q0}, {k0})"
         return _relative_mod(values.to(torch.float32), int(rel[0]), q0, k0, built)
-    earlier = -np.arange(far + 1, dtype=np.int64)
-    by_distance = torch.from_numpy(t5_buckets(earlier, **settings)).to(table.device)
-    side = table.shape[0] // 2 if bidirectional else table.shape[0]
+    relative = torch.arange(-far, far + 1, dtype=torch.int64)
+    by_relative = torch_t5_buckets(relative, **settings).to(table.device)  # as the module's
+    limit = _offset(far, table.device)
+    shift = _offset(k0 - q0, table.device)
     heads = int(table.shape[1])
-    columns = f"the table's {heads} columns"
-    values = table.to(torch.float32)
+    columns = _heads(heads, table.device, f"the table's {heads} columns")
+    values = _static(table.to(torch.float32))
+    by_relative = _static(by_relative)
 
     def t5(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
-        head, inside = _head(h, heads, _readable(h), columns)
-        rel = torch.as_tensor((kv_idx + k0) - (q_idx + q0))
-        distance = rel.abs() if bidirectional else (-rel).clamp(min=0)
-        bucket = by_distance[distance.clamp(max=far)]
-        if bidirectional:
-            bucket = bucket + (rel > 0).to(bucket.dtype) * side
+        head, inside = columns(h, _readable(h))
+        rel = (kv_idx - q_idx) + shift  # from max_distance on, every distance shares a bucket
+        bucket = by_relative[torch.minimum(torch.maximum(rel, -limit), limit) + limit]
         return score + _nan_outside(inside, values[bucket, head])
 
     return t5
@@ -330,18 +361,19 @@ def kerple_score_mod(
     >>> float(kerple_score_mod(1.0, 2.0, kind="power")(torch.tensor(0.0), 0, 0, 3, 0))
     -9.0
     """
-    scale, rate = _kerple_parameters(r1, r2, kind)
+    scale, rate = (_static(value) for value in _kerple_parameters(r1, r2, kind))
     heads = max(scale.numel() if scale.ndim else 0, rate.numel() if rate.ndim else 0)
-    q0 = check_offset("query_offset", query_offset)
-    k0 = check_offset("key_offset", key_offset)
+    shift = _offset(check_offset("key_offset", key_offset), scale.device)
+    shift = shift - check_offset("query_offset", query_offset)
+    bound = _heads(max(heads, 1), scale.device, "the length of r1 and r2")
 
     def kerple(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         one, two = scale, rate
         if heads:
-            head, inside = _head(h, heads, _readable(h), "the length of r1 and r2")
+            head, inside = bound(h, _readable(h))
             one = scale[head] if scale.ndim else scale
             two = rate[head] if rate.ndim else rate
-        gap = torch.as_tensor((kv_idx + k0) - (q_idx + q0)).abs().to(torch.float32)
+        gap = ((kv_idx - q_idx) + shift).abs().to(torch.float32)
         shape = torch.log1p(two * gap) if kind == "log" else gap**two
         bias = -one * shape
         return score + (_nan_outside(inside, bias) if heads else bias)
@@ -381,7 +413,7 @@ def bias_block_mask(
     rule = PairRule(
         q, k, causal=causal, window=window, key_documents=documents, padding_mask=padding_mask,
         device=where,
-    )  # fmt: skip
+    ).captured(where)  # fmt: skip
 
     def mask(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         return rule.allowed(b, q_idx, kv_idx)

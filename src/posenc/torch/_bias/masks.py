@@ -29,6 +29,7 @@ tensor([[[0., -inf],
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -88,9 +89,9 @@ class PairRule:
         device: torch.device,
     ) -> None:  # fmt: skip
         self.query_len, self.key_len = query_len, key_len
-        self.shift = key_len - query_len  # query a sits at key position shift + a
+        self.shift: Any = key_len - query_len  # query a sits at key position shift + a
         self.causal = check_bool("causal", causal)
-        self.window = None if window is None else check_int("window", window, minimum=1)
+        self.window: Any = None if window is None else check_int("window", window, minimum=1)
         self.query_documents = self.key_documents = self.padding = None
         kinds = "integer document ids"
         if key_documents is not None:
@@ -124,6 +125,22 @@ class PairRule:
         if len(set(rows.values())) > 1:
             raise ValueError(f"the batch sizes of the per-row arguments differ: {rows}")
         self.batch: int | None = next(iter(rows.values()), None)
+
+    def captured(self, device: torch.device) -> PairRule:
+        """This rule with its numbers as 0-d tensors, for a ``mask_mod`` (a Python int
+        captured by a ``mask_mod`` becomes a symbol under ``torch.compile(dynamic=True)``,
+        which the CPU FlexAttention kernel of torch 2.13 fails to compile)."""
+        rule = copy.copy(self)
+        rule.shift = torch.tensor(self.shift, dtype=torch.int64, device=device)
+        if self.window is not None:
+            rule.window = torch.tensor(self.window, dtype=torch.int64, device=device)
+        for name in ("query_documents", "key_documents", "padding"):
+            table = getattr(self, name)
+            if table is not None and device.type == "cpu":  # their sizes would be symbols
+                view = table.view_as(table)  # too: static, a compile per key length
+                torch._dynamo.mark_static(view)
+                setattr(rule, name, view)
+        return rule
 
     def allowed(self, b: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
         position = q_idx + self.shift  # the query's position among the keys
