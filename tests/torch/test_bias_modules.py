@@ -133,7 +133,7 @@ def test_a_16_bit_bias_beyond_the_dtype_is_refused_by_name() -> None:
     module = pt.KerpleBias(1, kind="power", dtype=torch.float16)
     with torch.no_grad():
         module.r2.fill_(2.0)
-    with pytest.raises(ValueError, match=r"float16 cannot hold this bias.*float32"):
+    with pytest.raises(ValueError, match=r"dtype=float16 parameters cannot hold.*float32"):
         module([0], [1000])
     with pytest.raises(ValueError, match="query_positions must be >= 0"):
         pt.FireBias(2)([-5], 3)  # as posenc.fire_distance refuses it

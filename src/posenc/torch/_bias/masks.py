@@ -51,7 +51,8 @@ def _ids(name: str, value: Any, length: Any, device: torch.device, what: str) ->
             ids = torch.as_tensor(value, device=device)
         except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
             raise TypeError(f"{name} must be {what} of shape {shape}, got {value!r:.80}") from exc
-    if ids.dtype.is_floating_point or ids.dtype.is_complex:
+    booleans = ids.dtype == torch.bool and name != "padding_mask"  # ids are not booleans
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or booleans:
         raise TypeError(f"{name} must be {what} of shape {shape}, got dtype {ids.dtype}")
     if ids.ndim not in (1, 2) or ids.shape[-1] != length:
         raise ValueError(f"{name} must be {what} of shape {shape}, got {tuple(ids.shape)}")

@@ -80,9 +80,9 @@ def _round_once(values: torch.Tensor, dtype: torch.dtype, owner: str) -> torch.T
         if peak > largest:
             name = str(dtype).removeprefix("torch.")
             raise ValueError(
-                f"{owner} in {name} cannot hold this bias: its values reach {peak:.6g} in "
-                f"magnitude, beyond {name}'s largest finite number {largest:.6g}; use float32 "
-                f"parameters ({owner.lower()}.float())"
+                f"{owner} with dtype={name} parameters cannot hold this bias: its values "
+                f"reach {peak:.6g} in magnitude, beyond {name}'s largest finite number "
+                f"{largest:.6g}; use float32 parameters (module.float())"
             )
     elif dtype != values.dtype:
         values = values.masked_fill(values.abs() > largest, float("nan"))
