@@ -204,3 +204,17 @@ def test_block_masks_equal_the_dense_masks() -> None:
     out = _flex(query, key, value, block)
     want = F.scaled_dot_product_attention(query, key, value, attn_mask=dense[:, None])
     torch.testing.assert_close(out, want, rtol=0, atol=2e-6)
+
+
+def test_hostile_masks_are_refused_by_name_before_allocating() -> None:
+    meta_ids = torch.zeros(2, dtype=torch.long, device="meta")
+    with pytest.raises(ValueError, match="query_documents is on meta"):
+        pt.bias_attn_mask(torch.zeros(1, 2, 2), query_documents=meta_ids)
+    with pytest.raises(MemoryError, match="padding_mask"):  # (batch, heads, q, k) first
+        pt.bias_attn_mask(
+            torch.zeros(1, 1000, 1000), padding_mask=torch.ones(10**5, 1000, dtype=torch.bool)
+        )
+    # a window beyond every distance is no limit (it overflowed int64)
+    assert pt.allowed_pairs(3, 3, causal=True, window=10**30).equal(
+        pt.allowed_pairs(3, 3, causal=True)
+    )

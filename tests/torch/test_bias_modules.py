@@ -217,3 +217,17 @@ def test_dense_functions_refuse_sizes_devices_and_dtypes_by_name() -> None:
     for cls in (pt.T5RelativeBias, pt.KerpleBias, pt.FireBias):
         with pytest.raises(TypeError, match="dtype"):
             cls(2, dtype=torch.int64)
+
+
+def test_positions_on_another_device_are_refused_by_name() -> None:
+    cpu = torch.arange(3)
+    for module in (
+        pt.T5RelativeBias(2, device="meta"), pt.KerpleBias(2, device="meta"),
+        pt.FireBias(2, device="meta"),
+    ):  # fmt: skip
+        with pytest.raises(ValueError, match=r"query_positions is on cpu.*meta"):
+            module(cpu, cpu)
+    with pytest.raises(ValueError, match="key_positions is on meta"):
+        pt.alibi_bias(2, cpu, torch.arange(3, device="meta"))
+    moved = pt.alibi_bias(2, cpu, cpu, device="meta")  # device= moves them
+    assert moved.device.type == "meta"

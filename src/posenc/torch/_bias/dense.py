@@ -45,7 +45,8 @@ __all__ = [
 
 def position_tensor(name: str, value: Any, device: Any) -> torch.Tensor:
     """``value`` (an int ``L``, 1-D integer positions, or a 1-D integer tensor) as an int64
-    tensor on ``device``; a tensor stays where it is."""
+    tensor on ``device``; a tensor stays where it is, which must be ``device`` (refused by
+    name otherwise: the bias is built there)."""
     if not isinstance(value, torch.Tensor):
         return torch.from_numpy(as_positions(name, value)).to(device)
     if value.ndim != 1 or value.dtype.is_floating_point or value.dtype.is_complex:
@@ -54,9 +55,22 @@ def position_tensor(name: str, value: Any, device: Any) -> torch.Tensor:
         )
     if value.dtype == torch.bool:
         raise TypeError(f"{name} must be a 1-D integer tensor, got torch.bool")
+    if device is not None and not same_device(value.device, torch.device(device)):
+        raise ValueError(
+            f"{name} is on {value.device}, but the bias is built on {device}: move the "
+            f"positions there ({name}.to({str(device)!r}))"
+        )
     if value.device.type == "cpu" and not torch.compiler.is_compiling():
         as_positions(name, value.detach().numpy())  # data checks: no sync on the CPU
     return value.to(torch.int64)
+
+
+def same_device(first: torch.device, second: torch.device) -> bool:
+    """Whether two devices are one (``cuda`` and ``cuda:0`` are, where the index is left
+    out)."""
+    if first.type != second.type:
+        return False
+    return first.index is None or second.index is None or first.index == second.index
 
 
 def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
@@ -241,6 +255,11 @@ def _alibi_of_tensors(
         raise ValueError(f"form must be one of {core_alibi.ALIBI_FORMS}, got {form!r}")
     rule: Any = convention
     slopes: Any = core_alibi.alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=rule)
+    if device is not None:  # positions move to the device asked for
+        query_positions, key_positions = (
+            p.to(device) if isinstance(p, torch.Tensor) else p
+            for p in (query_positions, key_positions)
+        )
     where = device if device is not None else next(
         p.device for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)
     )  # fmt: skip

@@ -45,7 +45,13 @@ def _ids(name: str, value: Any, length: Any, device: torch.device, what: str) ->
     """``value`` as an integer tensor ``(length,)`` or ``(batch, length)`` on ``device``."""
     shape = f"({length},) or (batch, {length})"
     if isinstance(value, torch.Tensor):
-        ids = value.to(device)
+        try:
+            ids = value.to(device)
+        except (RuntimeError, NotImplementedError) as exc:  # e.g. out of a meta tensor
+            raise ValueError(
+                f"{name} is on {value.device} and cannot move to {device}, where the mask "
+                f"is built: {type(exc).__name__}"
+            ) from exc
     else:
         try:
             ids = torch.as_tensor(value, device=device)
@@ -92,7 +98,9 @@ class PairRule:
         self.query_len, self.key_len = query_len, key_len
         self.shift: Any = key_len - query_len  # query a sits at key position shift + a
         self.causal = check_bool("causal", causal)
-        self.window: Any = None if window is None else check_int("window", window, minimum=1)
+        self.window: Any = None
+        if window is not None:  # beyond every distance: no limit (and no int64 overflow)
+            self.window = min(check_int("window", window, minimum=1), 2**62)
         self.query_documents = self.key_documents = self.padding = None
         kinds = "integer document ids"
         if key_documents is not None:
@@ -283,8 +291,8 @@ def bias_attn_mask(
         query_len, key_len, causal=causal, window=window, query_documents=query_documents,
         key_documents=key_documents, padding_mask=padding_mask, device=bias.device,
     )  # fmt: skip
-    allowed = rule.dense(bias.device)
-    if rule.batch is not None or bias.ndim == 4:
+    batched = rule.batch is not None or bias.ndim == 4
+    if batched:
         rows = rule.batch if rule.batch is not None else bias.shape[0]
         if bias.ndim == 4 and bias.shape[0] not in (1, rows):
             raise ValueError(
@@ -292,8 +300,10 @@ def bias_attn_mask(
                 f"{rows}: give them the same batch size"
             )
         heads = bias.shape[-3] if bias.ndim >= 3 else 1
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling():  # before the (batch, q, k) pairs
             check_allocation("bias and padding_mask", (rows, heads, query_len, key_len), 8, 2)
+    allowed = rule.dense(bias.device)
+    if batched:
         bias = bias.reshape((1,) * (4 - bias.ndim) + tuple(bias.shape))
         allowed = allowed[:, None] if allowed.ndim == 3 else allowed
     never = torch.full((), float("-inf"), dtype=out, device=bias.device)

@@ -61,8 +61,14 @@ def deberta_relative_positions(
     bucketed = core.check_bucketing(bucket_size, max_position)  # every setting, before work
     if convention not in ("exact", "transformers"):
         raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
+    where = as_device(device)
+    if where is not None:  # positions move to the device asked for
+        query_positions, key_positions = (
+            p.to(where) if isinstance(p, torch.Tensor) else p
+            for p in (query_positions, key_positions)
+        )
     tensors = [p for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)]
-    where = as_device(device, tensors[0].device if tensors else None)
+    where = where if where is not None else (tensors[0].device if tensors else None)
     query = position_tensor("query_positions", query_positions, where)
     key = position_tensor("key_positions", key_positions, where)
     if not torch.compiler.is_compiling():  # before the (q, k) map
