@@ -120,6 +120,9 @@ def test_non_float_biases_and_lonely_documents_are_refused_by_name() -> None:
     for dtype in (torch.int64, torch.int32, torch.complex64):
         with pytest.raises(TypeError, match=r"bias must be .*float.*bool.*got torch"):
             pt.bias_attn_mask(torch.zeros(1, 3, 3, dtype=dtype), causal=True)
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="bias must hold no NaN nor"):
+            pt.bias_attn_mask(torch.tensor([[0.0, bad]]))
     with pytest.raises(ValueError, match="key_documents"):  # more queries than keys
         pt.bias_attn_mask(torch.zeros(4, 3), key_documents=[0, 0, 1])
     with pytest.raises(ValueError, match="query_documents alone"):

@@ -192,6 +192,15 @@ def _same(query_len: Any, key_len: Any) -> bool:
     return not isinstance(query_len, int) or not isinstance(key_len, int) or query_len == key_len
 
 
+def _holds_nan_or_plus_inf(bias: torch.Tensor) -> bool:
+    """Whether ``bias`` holds NaN or +inf: its largest value is one of them (``amax``
+    propagates NaN), one pass."""
+    if bias.numel() == 0:
+        return False
+    largest = float(bias.detach().amax())
+    return largest != largest or largest == float("inf")
+
+
 def allowed_pairs(
     query_len: int,
     key_len: int,
@@ -284,7 +293,7 @@ def bias_attn_mask(
             f"bias must be a floating-point bias or a bool mask (True: attend), got {bias.dtype}"
         )
     out = bias.dtype if dtype is None else check_dtype("dtype", dtype)
-    if not is_mask and data_checked(bias) and bool((torch.isnan(bias) | (bias == torch.inf)).any()):
+    if not is_mask and data_checked(bias) and _holds_nan_or_plus_inf(bias):
         raise ValueError("bias must hold no NaN nor +inf (-inf masks a pair), got one")
     query_len, key_len = bias.shape[-2:]
     rule = PairRule(
