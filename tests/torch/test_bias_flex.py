@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 flex = pytest.importorskip("torch.nn.attention.flex_attention")
 F = torch.nn.functional
+import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -122,22 +123,47 @@ def test_compiled_flex_attention_equals_dense_attention(name: str) -> None:
     query, key, value = _qkv(16, 16)
     torch._dynamo.reset()  # each family compiles on its own (no cache of another's guards)
     compiled = torch.compile(flex.flex_attention, fullgraph=True)
-    out = compiled(query, key, value, score_mod=make_mod(16))
-    want = F.scaled_dot_product_attention(query, key, value, attn_mask=make_bias(16))
+    documents = torch.tensor([[0] * 9 + [1] * 7, [0] * 16])  # a packed and a padded row
+    padding = torch.ones(2, 16, dtype=torch.bool)
+    padding[1, :4] = False
+    conditions = {"window": 6, "padding_mask": padding}
+    block = pt.bias_block_mask(16, 16, documents=documents, **conditions)
+    out = compiled(query, key, value, score_mod=make_mod(16), block_mask=block)
+    mask = pt.bias_attn_mask(make_bias(16), causal=True, key_documents=documents, **conditions)
+    want = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     assert (out - want).abs().max() <= 2e-6
 
 
 @pytest.mark.slow
 def test_one_dynamic_compile_serves_changing_lengths() -> None:
+    # the three families in one score_mod, with offsets, and a block mask with a window and
+    # padding: one compile (ints captured by a score_mod or mask_mod turned into symbols
+    # under dynamic=True, which broke the CPU kernel's C++)
+    alibi = pt.alibi_score_mod(HEADS, query_offset=3)
+    t5 = pt.t5_score_mod(TABLE, max_distance=16, key_offset=5)
+    kerple = pt.kerple_score_mod([0.5, 1.0, 2.0, 3.0], 0.5, query_offset=2)
+
+    def all_three(score, b, h, q_idx, kv_idx):  # type: ignore[no-untyped-def]
+        for mod in (alibi, t5, kerple):
+            score = mod(score, b, h, q_idx, kv_idx)
+        return score
+
     torch._dynamo.reset()
     compiled = torch.compile(flex.flex_attention, fullgraph=True, dynamic=True)
-    for n in (16, 24, 40):
+    for n in (16, 24):
         query, key, value = _qkv(n, n)
-        out = compiled(query, key, value, score_mod=pt.alibi_score_mod(HEADS))
-        want = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=pt.alibi_bias(HEADS, n, n)
+        padding = torch.ones(2, n, dtype=torch.bool)
+        padding[0, :3] = False
+        block = pt.bias_block_mask(n, n, window=9)
+        out = compiled(query, key, value, score_mod=all_three, block_mask=block)
+        bias = (
+            pt.alibi_bias(HEADS, np.arange(n) + 3, n)
+            + torch.from_numpy(posenc.t5_bias(TABLE.numpy(), n, np.arange(n) + 5, max_distance=16))
+            + pt.kerple_bias(np.arange(n) + 2, n, r1=[0.5, 1.0, 2.0, 3.0], r2=0.5)
         )
-        assert (out - want).abs().max() <= 2e-6, n
+        mask = pt.bias_attn_mask(bias, causal=True, window=9)
+        want = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        assert (out - want).abs().max() <= 4e-6, n
 
 
 def test_bad_masks_are_refused_by_name() -> None:
@@ -151,3 +177,75 @@ def test_bad_masks_are_refused_by_name() -> None:
         pt.alibi_score_mod(4, form="abs")
     with pytest.raises(ValueError, match="r2"):
         pt.kerple_score_mod(1.0, float("nan"))
+
+
+def _evaluate(score_mod, heads: int, q: int, k: int) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """A ``score_mod`` on zero scores, called directly with CPU index tensors."""
+    h = torch.arange(heads)[:, None, None]
+    qi, ki = torch.arange(q)[None, :, None], torch.arange(k)[None, None, :]
+    out: torch.Tensor = score_mod(torch.zeros(heads, q, k), 0, h, qi, ki)
+    return out
+
+
+def test_kerple_score_mod_checks_its_parameters_as_the_core() -> None:
+    for r1, r2, kind, name in [
+        (1.0, 3.0, "power", "r2"),
+        (1.0, 1.0, "exp", "kind"),
+        (torch.tensor([1.0, -1.0]), 1.0, "log", "r1"),
+        ([1.0, 2.0], [1.0, 1.0, 1.0], "log", "r1 and r2"),
+        (torch.tensor([True]), 1.0, "log", "r1"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=name):
+            pt.kerple_score_mod(r1, r2, kind=kind)
+        with pytest.raises((ValueError, TypeError), match=name):
+            posenc.kerple_bias(2, 2, r1=r1, r2=r2, kind=kind)
+
+
+def test_t5_score_mod_serves_every_length() -> None:
+    mod = pt.t5_score_mod(TABLE, 3, 3, max_distance=16)  # the lengths are no limit
+    want = posenc.t5_bias(TABLE.numpy(), 40, 40, max_distance=16)
+    torch.testing.assert_close(_evaluate(mod, HEADS, 40, 40), torch.from_numpy(want))
+
+
+def test_score_mods_refuse_heads_and_pairs_beyond_what_they_were_built_for() -> None:
+    with pytest.raises(ValueError, match=r"6 with ALiBi.*h = 6"):
+        _evaluate(pt.alibi_score_mod(6), 8, 3, 3)
+    with pytest.raises(ValueError, match=r"query_len=3, key_len=3.*relative position 3"):
+        _evaluate(pt.sandwich_score_mod(HEADS, 3, 3, dim=8), HEADS, 6, 6)
+    with pytest.raises(ValueError, match=r"relative positions -1 .. 1"):
+        _evaluate(pt.relative_score_mod(torch.zeros(2, 3), min_relative=-1), 2, 3, 3)
+    with pytest.raises(ValueError, match=r"2 heads.*h = 2"):
+        _evaluate(pt.kerple_score_mod([1.0, 2.0], 1.0), 3, 2, 2)
+    with pytest.raises(ValueError, match=r"4 heads.*h = 4"):
+        _evaluate(pt.t5_score_mod(TABLE), 5, 2, 2)
+    with pytest.raises(ValueError, match="query_len and key_len"):
+        pt.t5_score_mod(TABLE, max_distance=2**21)
+    # inside FlexAttention the indices cannot be read: NaN, never another entry's value
+    query, key, value = _qkv(6, 6)
+    out = _flex(query, key, value, pt.sandwich_score_mod(HEADS, 3, 3, dim=8))
+    assert torch.isnan(out).any()
+    assert torch.equal(torch.isnan(out).all(-1), torch.isnan(out).any(-1))
+
+
+def test_alibi_on_the_first_heads_of_a_larger_attention() -> None:
+    mod = pt.alibi_score_mod(3, total_heads=HEADS)
+    want = pt.alibi_bias(3, Q, K, total_heads=HEADS)
+    assert want.shape == (HEADS, Q, K)
+    assert torch.equal(want[3:], torch.zeros(1, Q, K))
+    assert torch.equal(want[:3], pt.alibi_bias(3, Q, K))
+    torch.testing.assert_close(_evaluate(mod, HEADS, Q, K), want, rtol=0, atol=2e-6)
+    for bad, match in [(2, "total_heads must be an integer >= 3"), (2.5, "total_heads")]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            pt.alibi_score_mod(3, total_heads=bad)
+        with pytest.raises((ValueError, TypeError), match=match):
+            pt.alibi_bias(3, 4, 4, total_heads=bad)
+    with pytest.raises(ValueError, match="total_heads and shard"):
+        pt.alibi_score_mod(4, total_heads=8, shard=(0, 2))
+
+
+def test_tables_of_score_mods_are_checked_as_the_core_checks_them() -> None:
+    nan = torch.full((32, 2), float("nan"))
+    with pytest.raises(ValueError, match="table must be finite"):
+        pt.t5_score_mod(nan)
+    with pytest.raises(ValueError, match="values must be finite"):
+        pt.relative_score_mod(nan, min_relative=0)

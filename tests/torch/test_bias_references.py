@@ -33,6 +33,18 @@ def test_x_transformers_alibi_is_the_distance_form_with_queries_at_the_end() -> 
         assert_close_ulp(got, want, ulps=2, scale=want, what=f"{heads} heads")
 
 
+def test_x_transformers_alibi_on_the_first_heads_of_a_larger_attention() -> None:
+    xt = require("x_transformers.x_transformers")
+    module = xt.AlibiPositionalBias(heads=3, total_heads=8)
+    want = module(5, 9)
+    got = pt.alibi_bias(3, np.arange(4, 9), 9, total_heads=8)
+    assert got.shape == want.shape == (8, 5, 9)
+    assert_close_ulp(got, want, ulps=2, scale=want, what="total_heads")
+    mod = pt.alibi_score_mod(3, total_heads=8, query_offset=4)
+    h, qi, ki = torch.arange(8)[:, None, None], torch.arange(5)[:, None], torch.arange(9)
+    assert_close_ulp(mod(torch.zeros(8, 5, 9), 0, h, qi, ki), want, ulps=2, scale=want)
+
+
 def test_attention_gym_alibi_score_mod_is_the_relative_form() -> None:
     gym = require("attn_gym.mods.alibi", "attn-gym is not installed")
     heads, q, k = 8, 6, 6

@@ -26,7 +26,9 @@ from ..._bias import buckets as core_buckets
 from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
-from ..._bias.positions import as_positions, cast_in_blocks, check_fits
+from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits, check_pairs
+from ..._checks import as_length, check_int
+from .._checks import as_device
 from .._kernels._cast import cast_exact, check_dtype
 
 __all__ = [
@@ -43,7 +45,8 @@ __all__ = [
 
 def position_tensor(name: str, value: Any, device: Any) -> torch.Tensor:
     """``value`` (an int ``L``, 1-D integer positions, or a 1-D integer tensor) as an int64
-    tensor on ``device``; a tensor stays where it is."""
+    tensor on ``device``; a tensor stays where it is, which must be ``device`` (refused by
+    name otherwise: the bias is built there)."""
     if not isinstance(value, torch.Tensor):
         return torch.from_numpy(as_positions(name, value)).to(device)
     if value.ndim != 1 or value.dtype.is_floating_point or value.dtype.is_complex:
@@ -52,9 +55,22 @@ def position_tensor(name: str, value: Any, device: Any) -> torch.Tensor:
         )
     if value.dtype == torch.bool:
         raise TypeError(f"{name} must be a 1-D integer tensor, got torch.bool")
+    if device is not None and not same_device(value.device, torch.device(device)):
+        raise ValueError(
+            f"{name} is on {value.device}, but the bias is built on {device}: move the "
+            f"positions there ({name}.to({str(device)!r}))"
+        )
     if value.device.type == "cpu" and not torch.compiler.is_compiling():
         as_positions(name, value.detach().numpy())  # data checks: no sync on the CPU
     return value.to(torch.int64)
+
+
+def same_device(first: torch.device, second: torch.device) -> bool:
+    """Whether two devices are one (``cuda`` and ``cuda:0`` are, where the index is left
+    out)."""
+    if first.type != second.type:
+        return False
+    return first.index is None or second.index is None or first.index == second.index
 
 
 def _tensor(values: np.ndarray, dtype: Any, device: Any, exact: bool) -> torch.Tensor:
@@ -74,10 +90,16 @@ def alibi_bias(
     max_bias: float = 8.0,
     shard: tuple[int, int] | None = None,
     convention: core_alibi.AlibiConvention = "exact",
+    total_heads: int | None = None,
     dtype: torch.dtype = torch.float32,
     device: Any = None,
 ) -> torch.Tensor:
     """:func:`posenc.alibi_bias` as a ``(heads, q, k)`` tensor in ``dtype`` on ``device``.
+
+    ``total_heads``: ALiBi on the first ``heads`` of ``total_heads`` attention heads (the
+    slopes of a ``heads``-head model), zeros on the others: ``(total_heads, q, k)``, as
+    x-transformers' ``AlibiPositionalBias(heads, total_heads)``; default ``heads``. Not with
+    ``shard``.
 
     ``"exact"`` rounds the float64 bias once to ``dtype``; ``"bloom"``/``"mpt"`` give their
     float32 values cast to ``dtype`` as ``build_alibi_tensor(..., dtype)`` casts them;
@@ -96,6 +118,17 @@ def alibi_bias(
             [-0.0039,  0.0000,  0.0039],
             [-0.0078, -0.0039,  0.0000]])
     """
+    device = as_device(device)
+    if total_heads is not None:
+        count = check_count("heads", heads)
+        total = total_heads_of(total_heads, count, shard)
+        if total != count:
+            _alibi_shape(count, query_positions, key_positions, total)  # before any work
+            bias = alibi_bias(
+                count, query_positions, key_positions, form=form, max_bias=max_bias,
+                convention=convention, dtype=dtype, device=device,
+            )  # fmt: skip
+            return torch.nn.functional.pad(bias, (0, 0, 0, 0, 0, total - count))
     if isinstance(query_positions, torch.Tensor) or isinstance(key_positions, torch.Tensor):
         return _alibi_of_tensors(
             heads, query_positions, key_positions, form, max_bias, shard, convention, dtype,
@@ -115,6 +148,43 @@ def alibi_bias(
             int(heads), query_positions, key_positions, form, shard, convention, dtype, device
         )
     return _tensor_in_blocks(shape, block, dtype, device, exact=convention == "exact")
+
+
+def total_heads_of(total_heads: Any, heads: int, shard: Any) -> int:
+    """``total_heads`` checked: an int >= ``heads`` (default ``heads``), without ``shard``."""
+    if total_heads is None:
+        return heads
+    if shard is not None:
+        raise ValueError(
+            "total_heads and shard cannot be combined: total_heads puts ALiBi on the first "
+            "heads of one device's attention; give one of them"
+        )
+    total = check_int("total_heads", total_heads, minimum=heads)
+    check_pairs("total_heads", (total,), copies=1)
+    return total
+
+
+def position_count(name: str, value: Any) -> int | None:
+    """How many positions ``value`` holds, read without building them (None: unknown, left
+    to the checks that build them)."""
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.ndim == 1 else None
+    length = as_length(name, value)
+    if length is not None:
+        return length
+    return (
+        len(value) if isinstance(value, list | tuple | np.ndarray) and np.ndim(value) == 1 else None
+    )
+
+
+def _alibi_shape(heads: int, query_positions: Any, key_positions: Any, total: int) -> None:
+    """Refuse, before anything is built, a ``(total, q, k)`` bias that cannot fit."""
+    q, k = (
+        position_count("query_positions", query_positions),
+        position_count("key_positions", key_positions),
+    )
+    if q is not None and k is not None and not torch.compiler.is_compiling():
+        check_pairs("total_heads, query_positions and key_positions", (total, q, k))
 
 
 def _tensor_in_blocks(
@@ -185,11 +255,19 @@ def _alibi_of_tensors(
         raise ValueError(f"form must be one of {core_alibi.ALIBI_FORMS}, got {form!r}")
     rule: Any = convention
     slopes: Any = core_alibi.alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=rule)
+    if device is not None:  # positions move to the device asked for
+        query_positions, key_positions = (
+            p.to(device) if isinstance(p, torch.Tensor) else p
+            for p in (query_positions, key_positions)
+        )
     where = device if device is not None else next(
         p.device for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)
     )  # fmt: skip
     query = position_tensor("query_positions", query_positions, where)
     key = position_tensor("key_positions", key_positions, where)
+    if not torch.compiler.is_compiling():  # before the (heads, q, k) products
+        names = "heads, query_positions and key_positions"
+        check_pairs(names, (int(slopes.size), int(query.shape[0]), int(key.shape[0])))
     if convention in ("bloom", "falcon"):  # torch's pow, as transformers
         slopes = _torch_slopes(int(heads), shard, convention)
     rel = key[None, :] - query[:, None]
@@ -219,6 +297,8 @@ def kerple_bias(
     tensor([[[ 0., -1.],
              [-1.,  0.]]])
     """
+    check_dtype("dtype", dtype)
+    device = as_device(device)
     values = core_kerple(
         query_positions,
         key_positions,
@@ -245,6 +325,8 @@ def sandwich_bias(
     >>> sandwich_bias(2, 4, 4).shape
     torch.Size([2, 4, 4])
     """
+    check_dtype("dtype", dtype)
+    device = as_device(device)
     values = core_sandwich(
         heads, query_positions, key_positions, dim=dim, base=base, dtype=np.float64
     )

@@ -25,7 +25,9 @@ import torch
 
 from ..._bias import buckets as core_buckets
 from ..._bias import relative_terms as core
+from ..._bias.positions import check_pairs
 from ..._checks import check_int, check_real
+from .._checks import as_device
 from .dense import deberta_buckets, position_tensor, transformers_deberta_buckets
 
 __all__ = [
@@ -59,10 +61,19 @@ def deberta_relative_positions(
     bucketed = core.check_bucketing(bucket_size, max_position)  # every setting, before work
     if convention not in ("exact", "transformers"):
         raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
+    where = as_device(device)
+    if where is not None:  # positions move to the device asked for
+        query_positions, key_positions = (
+            p.to(where) if isinstance(p, torch.Tensor) else p
+            for p in (query_positions, key_positions)
+        )
     tensors = [p for p in (query_positions, key_positions) if isinstance(p, torch.Tensor)]
-    where = device if device is not None else (tensors[0].device if tensors else None)
+    where = where if where is not None else (tensors[0].device if tensors else None)
     query = position_tensor("query_positions", query_positions, where)
     key = position_tensor("key_positions", key_positions, where)
+    if not torch.compiler.is_compiling():  # before the (q, k) map
+        shape = (int(query.shape[0]), int(key.shape[0]))
+        check_pairs("query_positions and key_positions", shape, copies=2)
     rel = query[:, None] - key[None, :]
     if not bucketed:
         return rel
