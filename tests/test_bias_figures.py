@@ -153,8 +153,8 @@ def test_cli_writes_the_bias_figures(
         (["slopes", "--base", "100"], "--base does not apply to the slopes plot"),
         (["heatmap", "--heads", "4"], "--heads does not apply to the heatmap plot"),
         (["slopes", "--distance", "4"], "--distance does not apply to the slopes plot"),
-        (["buckets", "--num-buckets", "1"], "num_buckets"),
-        (["bias", "--max-bias", "-1"], "max_bias"),
+        (["buckets", "--num-buckets", "1"], "--num-buckets must be an integer >= 4"),
+        (["bias", "--max-bias", "-1"], "--max-bias must be a positive finite number"),
     ],
 )
 def test_cli_refuses_what_a_kind_does_not_take(
