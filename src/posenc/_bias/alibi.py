@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import as_float, check_float_dtype, check_sequence
-from .positions import as_positions, bfloat16_round, cast_in_blocks, check_count, check_pairs
+from .positions import as_position_pair, bfloat16_round, cast_in_blocks, check_count, check_pairs
 
 __all__ = [
     "ALIBI_FORMS",
@@ -229,9 +229,7 @@ def alibi_blocks(
     if form not in ALIBI_FORMS:
         raise ValueError(f"form must be one of {ALIBI_FORMS}, got {form!r}")
     slopes = alibi_slopes(heads, max_bias=max_bias, shard=shard, convention=convention)
-    query = as_positions("query_positions", query_positions)
-    key = as_positions("key_positions", key_positions)
-    check_pairs("heads, query_positions and key_positions", (slopes.size, query.size, key.size))
+    query, key = as_position_pair(query_positions, key_positions, heads=slopes.size)
 
     def block(rows: slice) -> npt.NDArray[Any]:
         part = query[rows]
