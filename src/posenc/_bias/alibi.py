@@ -25,8 +25,14 @@ odd-numbered slopes of the ``2p`` rule until there are ``n``. ``max_bias`` is 8 
   where it sits just below a power of two); products rounded to float32. NumPy takes the
   correctly rounded power, which for some slopes from 32 heads on is one ulp from
   ``torch.pow``'s: ``posenc.torch.alibi_bias`` uses ``torch.pow`` and is bit for bit.
-- ``"mpt"``: transformers' ``build_mpt_alibi_tensor``: exponents and powers of two in
-  float32, then ``1 / 2^x`` in float32; products rounded to float32.
+- ``"mpt"``: transformers' ``build_mpt_alibi_tensor``: exponents in float32, the power
+  ``2^x`` correctly rounded to float32, then ``1 / 2^x`` in float32; products rounded to
+  float32. Bit for bit with transformers for ``max_bias`` 8 or 16 and 1 to 128 heads.
+  transformers raises ``2^x`` with ``torch.pow``, which is not correctly rounded at some
+  ``x`` (SLEEF's vector pow for whole chunks of heads, libm's ``powf`` for the rest: its
+  result depends on the CPU kernel and the head count); with another ``max_bias`` a power
+  may be one float32 ulp from it, so a slope up to two (``max_bias`` 0.5 or 2 from 16 heads
+  on, for instance).
 - ``"falcon"``: transformers' Falcon ``build_alibi_tensor``: BLOOM's slopes rounded to
   bfloat16, positions rounded to bfloat16, products rounded to bfloat16 (values returned in
   float32, each a bfloat16 number). Falcon then divides by sqrt(head_dim) in the model's
