@@ -250,3 +250,35 @@ def test_deberta_buckets_of_the_smallest_bucket_size_are_one_log_bucket() -> Non
     for size in (2, 3):
         got = posenc.deberta_buckets([5, -5, 2, 1, 0, -(2**54)], bucket_size=size, max_position=4)
         np.testing.assert_array_equal(got, [1, -1, 1, 1, 0, -1])
+
+
+# -- ALiBi on the first heads of a larger attention -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("total_heads", "error"),
+    [(3, ValueError), (0, ValueError), (-4, ValueError), (8.0, TypeError), (True, TypeError),
+     ("8", TypeError), (2**70, ValueError)],
+)  # fmt: skip
+def test_total_heads_must_be_an_integer_at_least_heads(total_heads: Any, error: type) -> None:
+    with pytest.raises(error, match="total_heads"):
+        posenc.alibi_slopes(4, total_heads=total_heads)
+    with pytest.raises(error, match="total_heads"):
+        posenc.alibi_bias(4, 2, 2, total_heads=total_heads)
+
+
+def test_total_heads_shards_the_whole_attention() -> None:
+    whole = posenc.alibi_slopes(6, total_heads=8, convention="mpt")
+    assert whole.dtype == np.float32
+    assert whole.shape == (8,)
+    parts = [
+        posenc.alibi_slopes(6, total_heads=8, shard=(r, 4), convention="mpt") for r in range(4)
+    ]
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    np.testing.assert_array_equal(parts[3], [0.0, 0.0])
+    with pytest.raises(ValueError, match="shard"):
+        posenc.alibi_slopes(6, total_heads=8, shard=(0, 3))  # 3 divides 6, not 8
+    bias = posenc.alibi_bias(6, 3, 3, total_heads=8, shard=(3, 4), dtype=np.float16)
+    assert bias.shape == (2, 3, 3)
+    assert not bias.any()
+    assert not np.signbit(bias).any()

@@ -14,6 +14,7 @@ import pytest
 import posenc
 
 from .references import require
+from .tolerance import assert_close_ulp
 
 HEADS = range(1, 129)
 
@@ -82,3 +83,27 @@ def test_bias_conventions_state_where_mpt_is_bit_for_bit() -> None:
     text = posenc.BIAS_CONVENTIONS["alibi_mpt"]
     assert "bit for bit for alibi_bias_max 8 or 16 with 1 to 128 heads" in text
     assert "two float32 ulps" in text
+
+
+# -- x-transformers: ALiBi on the first heads of a larger attention ------------------------------
+
+
+@pytest.mark.parametrize(("heads", "total_heads"), [(1, 1), (2, 8), (4, 6), (3, 4), (6, 12)])
+def test_alibi_with_total_heads_equals_x_transformers_alibi_positional_bias(
+    heads: int, total_heads: int
+) -> None:
+    _torch()
+    require("x_transformers")
+    x_transformers = require("x_transformers.x_transformers")
+    module = x_transformers.AlibiPositionalBias(heads, total_heads)
+    queries, keys = 3, 7
+    want = module(queries, keys).numpy()  # (total_heads, i, j): queries at the end of the keys
+    got = posenc.alibi_bias(heads, np.arange(keys - queries, keys), keys, total_heads=total_heads)
+    assert got.shape == want.shape == (total_heads, queries, keys)
+    # x-transformers rounds each slope to float32, then the product: two roundings to ours one
+    assert_close_ulp(got, want, ulps=2, scale=np.abs(got.astype(np.float64)))
+    assert not got[heads:].any()  # no bias on the other heads
+    assert not want[heads:].any()
+    slopes = posenc.alibi_slopes(heads, total_heads=total_heads)
+    np.testing.assert_array_equal(slopes[:heads], posenc.alibi_slopes(heads))
+    np.testing.assert_array_equal(slopes[heads:], 0.0)
