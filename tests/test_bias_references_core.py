@@ -107,3 +107,39 @@ def test_alibi_with_total_heads_equals_x_transformers_alibi_positional_bias(
     slopes = posenc.alibi_slopes(heads, total_heads=total_heads)
     np.testing.assert_array_equal(slopes[:heads], posenc.alibi_slopes(heads))
     np.testing.assert_array_equal(slopes[heads:], 0.0)
+
+
+# -- torchscale: xPos --------------------------------------------------------------------------
+
+
+def _torchscale_positions(length: int, offset: int) -> np.ndarray:
+    """The positions torchscale's XPOS scales the last ``length`` of ``length + offset``
+    tokens at, as posenc.xpos_scales documents them: ``p + (-(L + offset) // 2)``, which is
+    ``p - ceil((L + offset) / 2)`` (not ``p - (L + offset) // 2`` at odd ``L + offset``)."""
+    return np.arange(length + offset)[-length:] - (length + offset + 1) // 2
+
+
+@pytest.mark.parametrize(("length", "offset"), [(5, 0), (4, 3), (6, 1), (4, 0), (3, 2)])
+@pytest.mark.parametrize("downscale", [False, True])
+def test_xpos_scales_at_the_positions_torchscale_uses(
+    length: int, offset: int, downscale: bool
+) -> None:
+    torch = _torch()
+    require("torchscale")
+    xpos = require("torchscale.component.xpos_relative_position")
+    head_dim = 8
+    x = torch.randn(2, length, head_dim, generator=torch.Generator().manual_seed(0))
+    want = xpos.XPOS(head_dim)(x, offset=offset, downscale=downscale).numpy()
+    scales = posenc.xpos_scales(_torchscale_positions(length, offset), head_dim)
+    if downscale:
+        scales = 1.0 / scales
+    # torchscale's rotation: sinusoids of rows offset .. offset + length - 1 over head_dim / 2
+    # frequencies 10000^(-i / (head_dim / 2)), each channel pair sharing one
+    rows = np.arange(offset, offset + length, dtype=np.float64)[:, None]
+    angle = rows * 10000.0 ** (-np.arange(head_dim // 2) / (head_dim // 2))
+    sin, cos = np.repeat(np.sin(angle), 2, -1), np.repeat(np.cos(angle), 2, -1)
+    x64 = x.double().numpy()
+    rotated = np.stack([-x64[..., 1::2], x64[..., ::2]], -1).reshape(x64.shape)
+    got = x64 * cos * scales + rotated * sin * scales
+    # torchscale: float32 powers, sinusoids and products (a few float32 roundings of |x|)
+    assert_close_ulp(want, got, ulps=16, scale=float(np.abs(x64).max()))

@@ -4,12 +4,19 @@ Transformer") applies with RoPE.
 Query channel pair ``k`` of a token at position ``p`` is multiplied by
 ``ζ_k^(p / scale_base)`` and the key's by its inverse, ``ζ_k = (2k + γ·d) / ((1 + γ)·d)``,
 ``γ = 0.4``; the score of query ``i`` and key ``j`` then decays like ``ζ^((i − j)/scale_base)``.
-rotary-embedding-torch (``use_xpos=True``) centres the positions as ``p − L // 2``,
-torchscale's ``XPOS`` as ``p − (L + offset) // 2``; pass the positions the model uses.
+The libraries centre the positions before scaling; pass the positions the model uses:
+
+- rotary-embedding-torch (``use_xpos=True``): ``p − L // 2`` for ``p = 0 .. L-1``;
+- torchscale's ``XPOS(x, offset)``: ``p + (−(L + offset) // 2)`` in Python, that is
+  ``p − ceil((L + offset) / 2)``, for the last ``L`` of ``p = 0 .. L + offset − 1`` (one
+  less than ``p − (L + offset) // 2`` when ``L + offset`` is odd).
 
 >>> xpos_scales([0, 512], 4)
 array([[1.        , 1.        , 1.        , 1.        ],
        [0.28571429, 0.28571429, 0.64285714, 0.64285714]])
+>>> L, offset = 3, 2                     # torchscale's positions of 3 tokens after 2
+>>> np.arange(L + offset)[-L:] - (L + offset + 1) // 2
+array([-1,  0,  1])
 """
 
 from __future__ import annotations
