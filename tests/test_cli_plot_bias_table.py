@@ -131,3 +131,33 @@ def test_options_that_do_not_apply_are_refused(
     assert code == 2
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_a_wide_table_over_the_longest_distance_is_drawn_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 4096 heads at 2**21 + 1 relative positions would be 64 GiB of float64
+    np.save(tmp_path / "t5.npy", _table(32, 4096))
+    out = tmp_path / "bias.png"
+    argv = ["plot", "bias", "--table", str(tmp_path / "t5.npy"), "--distance", str(2**20)]
+    code, err = cli([*argv, "--out", str(out)], capsys)
+    assert code == 0, err
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("value", [1e308, -1.7e308, 1e301])
+def test_a_table_too_large_to_draw_is_refused_in_one_line(
+    value: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = np.zeros((32, 2))
+    table[3, 1] = value
+    np.save(tmp_path / "t5.npy", table)
+    out = tmp_path / "f.png"
+    code, err = cli(
+        ["plot", "bias", "--table", str(tmp_path / "t5.npy"), "--out", str(out)], capsys
+    )
+    assert code == 2
+    assert "--table" in err
+    assert "holds values up to" in err
+    assert err.count("\n") == 1
+    assert not out.exists()
