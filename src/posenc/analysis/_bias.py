@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._bias.alibi import alibi_slopes
 from .._bias.buckets import deberta_buckets, t5_buckets
 from .._bias.positions import check_count, real_values
-from .._checks import _show, check_allocation
+from .._checks import _show, check_allocation, check_int
 from ._results import BiasProfile, BucketMap, SlopeTable
 
 __all__ = [
@@ -40,7 +40,7 @@ _RULES = ("bloom", "mpt", "falcon")
 
 def check_distance(distance: Any) -> int:
     """The largest ``|r|`` shown: an int in ``[1, 2**20]``."""
-    far = check_count("distance", distance)
+    far = check_int("distance", distance, minimum=1)  # bounded before any size check
     if far > MAX_DISTANCE:
         raise ValueError(f"distance must be at most {MAX_DISTANCE} (2**20), got {far}")
     return far

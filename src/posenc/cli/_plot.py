@@ -184,6 +184,11 @@ def _t5_table(args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
     except (ValueError, TypeError) as exc:  # one line naming the file, from the reader
         raise type(exc)(f"--table: {exc}; a T5 table is (num_buckets, heads)") from None
     table = found.array
+    if table.ndim == 2 and table.shape[1] < 1:
+        raise ValueError(
+            f"--table {args.table} must hold at least one head: (num_buckets, heads) with "
+            f"heads >= 1, got {table.shape}"
+        )
     buckets = 32 if args.num_buckets is None else args.num_buckets
     if table.shape[0] != buckets:
         hint = " (transposed? it is (heads, num_buckets))" if table.shape[1] == buckets else ""
