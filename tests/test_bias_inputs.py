@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -196,7 +197,7 @@ def _within_a_second(call: Callable[[], Any]) -> Any:
 
 
 def test_t5_buckets_of_millions_of_buckets_are_exact_and_fast() -> None:
-    n = 3 * 2**23
+    n = 2**24  # the most taken; 3 * 2**23 is refused by name (below)
     got = _within_a_second(
         lambda: posenc.t5_buckets([0, 5, -7, 10**9, -(2**54)], num_buckets=n, max_distance=n)
     )
@@ -282,3 +283,80 @@ def test_total_heads_shards_the_whole_attention() -> None:
     assert bias.shape == (2, 3, 3)
     assert not bias.any()
     assert not np.signbit(bias).any()
+
+
+# -- what else a hostile caller passes -------------------------------------------------------
+
+
+def test_relative_positions_as_python_integers_in_an_object_array() -> None:
+    objects = np.array([3, -200, 0], dtype=object)
+    np.testing.assert_array_equal(posenc.t5_buckets(objects), posenc.t5_buckets([3, -200, 0]))
+    np.testing.assert_array_equal(posenc.disentangled_index(objects, 4), [7, 0, 4])
+    for beyond in ([2**64], np.array([-(2**70)], dtype=object), np.array([2**63], np.uint64)):
+        with pytest.raises(ValueError, match=r"relative_positions must lie within \+-2\*\*54"):
+            posenc.t5_buckets(beyond)
+    with pytest.raises(TypeError, match="relative_positions"):
+        posenc.deberta_buckets(np.array([1, None], dtype=object))
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda v: posenc.t5_buckets([3], max_distance=v), "max_distance"),
+        (lambda v: posenc.deberta_buckets([3], max_position=v), "max_position"),
+        (lambda v: posenc.t5_bias(np.ones((32, 1)), 2, 2, max_distance=v), "max_distance"),
+    ],
+)
+@pytest.mark.parametrize("value", [2**53 + 1, 2**200, np.uint64(2**64 - 1)])
+def test_a_bucket_distance_beyond_2_53_is_refused_as_such(call: Any, name: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=rf"{name} must be an integer .* at most 2\*\*53") as info:
+        call(value)
+    assert "memory" not in str(info.value)  # not a size: nothing is allocated for it
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda v: posenc.t5_buckets([3], num_buckets=v, max_distance=2**53), "num_buckets"),
+        (lambda v: posenc.deberta_buckets([3], bucket_size=v, max_position=2**53), "bucket_size"),
+    ],
+)
+def test_bucket_counts_are_bounded_by_what_is_decided_fast_and_exactly(
+    call: Any, name: str
+) -> None:
+    assert call(2**24).shape == (1,)
+    for value in (2**24 + 1, 3 * 2**23, 2**40, 2**70):
+        with pytest.raises(ValueError, match=rf"{name} must be an integer .* at most 2\*\*24"):
+            call(value)
+
+
+@pytest.mark.parametrize("convention", ["exact", "mpt"])
+@pytest.mark.parametrize("max_bias", [1e308, 1e39, 5e-324])
+def test_extreme_max_bias_gives_the_rounded_slopes_without_warnings(
+    convention: str, max_bias: float
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        slopes = posenc.alibi_slopes(6, max_bias=max_bias, convention=convention)  # type: ignore[arg-type]
+    # 2^(-max_bias·k/n): 0 once the exponent is beyond the float range, 1 when it is tiny
+    assert slopes.tolist() == ([1.0] * 6 if max_bias < 1 else [0.0] * 6)
+
+
+def test_xpos_scales_of_a_huge_gamma_are_finite() -> None:
+    scales = posenc.xpos_scales([0, 100, -100], 8, gamma=1e308)
+    assert np.isfinite(scales).all()
+    np.testing.assert_allclose(scales, 1.0, rtol=1e-15)  # ζ = (2k/d + γ)/(1 + γ) → 1
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: posenc.fire_distance(2, 2, c=[1.0, 2.0]), "c"),
+        (lambda: posenc.fire_distance(2, 2, threshold=np.ones(1)), "threshold"),
+        (lambda: posenc.xpos_scales(2, 4, scale_base=[512.0]), "scale_base"),
+        (lambda: posenc.xpos_scales(2, 4, gamma=np.array([0.4, 0.5])), "gamma"),
+    ],
+)
+def test_scalar_parameters_refuse_arrays_by_name(call: Callable[[], Any], name: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=rf"\b{name} must be a number"):
+        call()

@@ -15,7 +15,7 @@ from posenc import analysis
 from .contract import DOUBTFUL, VALID, Args, choose, expect_array, run
 from .profile import fuzz
 from .test_bias import deberta_reference, paper_slopes, t5_reference
-from .values import NAN, count, flag, name, positive
+from .values import NAN, count, distance_setting, flag, name, positive
 
 DISTANCES = choose(
     st.integers(1, 40),
@@ -91,7 +91,7 @@ def test_bucket_map(data: st.DataObject) -> None:
     distance = a.draw("distance", DISTANCES)
     if method == "deberta":
         a.draw("num_buckets", count(4, 300, none=True), optional=True)
-        a.draw("max_distance", count(4, 1024, none=True), optional=True)
+        a.draw("max_distance", distance_setting(4, 1024, none=True), optional=True)
         mid = int(_valid(a, "num_buckets") or 256) // 2
         if int(_valid(a, "max_distance") or 512) - 1 <= mid:
             for key in ("num_buckets", "max_distance"):
@@ -102,7 +102,7 @@ def test_bucket_map(data: st.DataObject) -> None:
     else:
         both = a.draw("bidirectional", flag(), optional=True)
         a.draw("num_buckets", count(4, 64, none=True), optional=True)
-        a.draw("max_distance", count(1, 400, none=True), optional=True)
+        a.draw("max_distance", distance_setting(1, 400, none=True), optional=True)
         side = int(_valid(a, "num_buckets") or 32)
         side = side // 2 if a.kinds.get("bidirectional") != VALID or both in (None, True) else side
         if int(_valid(a, "max_distance") or 128) <= side // 2:

@@ -18,7 +18,7 @@ from tests.tolerance import assert_close_ulp
 
 from .contract import DOUBTFUL, Args, choose, expect_array, run
 from .profile import fuzz
-from .values import HUGE, INF, NAN, WRONG_TYPES, count, flag, name, positive
+from .values import HUGE, INF, NAN, WRONG_TYPES, count, distance_setting, flag, name, positive
 
 ALIBI_CONVENTIONS = ("exact", "bloom", "mpt", "falcon")
 BUCKET_CONVENTIONS = ("exact", "transformers")
@@ -162,7 +162,7 @@ def test_alibi_bias(data: st.DataObject) -> None:
 
 def _bucket_settings(a: Args, bidirectional: bool | None) -> tuple[int, int]:
     num_buckets = a.draw("num_buckets", count(2, 64), optional=True)
-    max_distance = a.draw("max_distance", count(1, 400), optional=True)
+    max_distance = a.draw("max_distance", distance_setting(1, 400), optional=True)
     if a.kinds.get("num_buckets", "valid") != "valid":
         num_buckets = None  # refused anyway: any setting serves
     if a.kinds.get("max_distance", "valid") != "valid":
@@ -251,7 +251,7 @@ def test_deberta_buckets(data: st.DataObject) -> None:
     a = Args(data)
     rel = a.draw("relative_positions", RELATIVE)
     bucket_size = a.draw("bucket_size", count(2, 300), optional=True)
-    max_position = a.draw("max_position", count(4, 1024), optional=True)
+    max_position = a.draw("max_position", distance_setting(4, 1024), optional=True)
     if a.kinds.get("bucket_size", "valid") != "valid":
         bucket_size = None  # refused anyway: any setting serves
     if a.kinds.get("max_position", "valid") != "valid":

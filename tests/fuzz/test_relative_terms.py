@@ -15,14 +15,14 @@ import posenc
 from .contract import DOUBTFUL, Args, expect_array, run
 from .profile import fuzz
 from .test_bias import BUCKET_CONVENTIONS, RELATIVE, bias_positions, deberta_reference, meaning
-from .values import count, name
+from .values import count, distance_setting, name
 
 
 def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
     """``bucket_size`` and ``max_position`` (each may be left out); a valid value that the
     other setting makes refusable (one without the other, an empty log region) is doubtful."""
     size = a.draw("bucket_size", count(2, 64, none=True), optional=True)
-    top = a.draw("max_position", count(2, 256, none=True), optional=True)
+    top = a.draw("max_position", distance_setting(2, 256, none=True), optional=True)
     given_size, given_top = size is not None, top is not None
     both_valid = all(a.kinds.get(k) == "valid" for k in ("bucket_size", "max_position"))
     empty_log = both_valid and int(top) - 1 <= int(size) // 2  # type: ignore[arg-type]

@@ -63,6 +63,18 @@ def count(
     return choose(integers(lo, hi), hostile, doubtful)
 
 
+def distance_setting(lo: int, hi: int, *, none: bool = False) -> st.SearchStrategy[Drawn]:
+    """A distance setting (T5's ``max_distance``, DeBERTa's ``max_position``): an integer in
+    ``[lo, 2**53]``. Nothing is allocated for it, so the largest distances are valid; beyond
+    2**53 (no two positions are that far apart) is hostile."""
+    below = st.integers(-(2**64), lo - 1) | st.sampled_from([lo - 1, -1])
+    wrong = [v for v in WRONG_TYPES if not (none and v is None)]
+    beyond = [2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30, np.uint64(2**64 - 1)]
+    hostile = st.sampled_from([*wrong, 2.5, NAN, INF, -INF, *beyond]) | below
+    valid = integers(lo, hi) | st.sampled_from([2**53 - 1, 2**53, np.int64(2**53)])
+    return choose(valid, hostile, st.sampled_from([float(lo)]))
+
+
 def real_forms(value: float) -> list[Any]:
     forms: list[Any] = [value, np.float64(value), Fraction(value)]
     if value == int(value) and abs(value) < 2**62:

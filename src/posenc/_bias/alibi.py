@@ -168,7 +168,8 @@ def alibi_slopes(
     if mode == "mpt":
         slopes: npt.NDArray[Any] = _mpt_slopes(fractions, bias_max)
     elif mode == "exact":
-        slopes = np.exp2(-bias_max * fractions[:, 0] / fractions[:, 1])
+        # k/n first (exact: n is a power of two): no overflow for any finite max_bias
+        slopes = np.exp2(-bias_max * (fractions[:, 0] / fractions[:, 1]))
     else:
         # base = float32(2^(-8/n)) raised in float32: the product of float32 roundings
         base = np.float32(2.0 ** (-8.0 / fractions[:, 1]))
@@ -190,9 +191,10 @@ def _mpt_slopes(fractions: npt.NDArray[np.float64], max_bias: float) -> npt.NDAr
     ``1 / float32(2^x)``, where ``n2`` is the power of two at or above ``heads``."""
     n2 = int(fractions[:, 1].max())
     k_global = fractions[:, 0] * (n2 / fractions[:, 1])
-    step = np.float32(max_bias / n2)
-    exponent = (k_global * np.float64(step)).astype(np.float32)
-    power = np.exp2(exponent.astype(np.float64)).astype(np.float32)
+    with np.errstate(over="ignore"):  # max_bias beyond float32: 2^inf, slope 0, as in torch
+        step = np.float32(max_bias / n2)
+        exponent = (k_global * np.float64(step)).astype(np.float32)
+        power = np.exp2(exponent.astype(np.float64)).astype(np.float32)
     slopes: npt.NDArray[np.float32] = (1.0 / power.astype(np.float64)).astype(np.float32)
     return slopes
 

@@ -41,18 +41,37 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .positions import check_count
+from .._checks import _show, check_int, detached, is_integer
 
-__all__ = ["BucketConvention", "deberta_buckets", "t5_buckets"]
+__all__ = [
+    "MAX_BUCKETS",
+    "BucketConvention",
+    "check_buckets",
+    "check_far",
+    "deberta_buckets",
+    "t5_buckets",
+]
 
 BucketConvention = Literal["exact", "transformers"]
 
 
 def _relative(value: Any) -> npt.NDArray[np.int64]:
-    """Integer relative positions of any shape, within +-2**54 (differences of positions)."""
-    array = np.asarray(value)
+    """Integer relative positions of any shape, within +-2**54 (differences of positions);
+    Python integers of any size (an object array of them) are compared exactly."""
+    try:
+        array = np.asarray(detached(value))
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(
+            f"relative_positions must be an array of integers, got {_show(value)}"
+        ) from exc
     if array.size == 0 and array.dtype.kind == "f":  # [] holds no positions, of no dtype
         return np.zeros(array.shape, dtype=np.int64)
+    if array.dtype.kind == "O" and array.size and all(is_integer(v) for v in array.flat):
+        if max(abs(int(v)) for v in array.flat) > 2**54:
+            raise ValueError(
+                "relative_positions must lie within +-2**54 (differences of positions)"
+            )
+        array = array.astype(np.int64)
     if array.dtype.kind == "b" or array.dtype.kind not in "iu":
         raise TypeError(
             f"relative_positions must be integers (see posenc.relative_positions), got dtype "
@@ -61,6 +80,35 @@ def _relative(value: Any) -> npt.NDArray[np.int64]:
     if array.size and (int(array.max()) > 2**54 or int(array.min()) < -(2**54)):
         raise ValueError("relative_positions must lie within +-2**54 (differences of positions)")
     return array.astype(np.int64)
+
+
+#: The most buckets (T5's ``num_buckets``, DeBERTa's ``bucket_size``) the functions take: far
+#: beyond any model, and where float64 still decides nearly every bucket edge on its own (the
+#: exact comparison of the few near an edge costs what it costs at 32 buckets).
+MAX_BUCKETS = 1 << 24
+
+
+def check_buckets(name: str, value: Any, minimum: int) -> int:
+    """A bucket count: an integer in ``[minimum, 2**24]``."""
+    count = check_int(name, value, minimum=minimum)
+    if count > MAX_BUCKETS:
+        raise ValueError(
+            f"{name} must be an integer >= {minimum} and at most 2**24 (no model has nearly as "
+            f"many buckets), got {_show(count)}"
+        )
+    return count
+
+
+def check_far(name: str, value: Any) -> int:
+    """T5's ``max_distance`` or DeBERTa's ``max_position``: an integer in ``[1, 2**53]``, a
+    distance between positions (which lie within +-2**53); nothing is allocated for it."""
+    far = check_int(name, value, minimum=1)
+    if far > 2**53:
+        raise ValueError(
+            f"{name} must be an integer >= 1 and at most 2**53 (a distance between positions), "
+            f"got {_show(far)}"
+        )
+    return far
 
 
 def _check_convention(convention: Any) -> str:
@@ -74,16 +122,19 @@ def _floor_log_ratio(
 ) -> npt.NDArray[np.int64]:
     """``floor`` (or ``ceil``) of ``scale·ln(d/low) / ln(high_num/high_den)``, exactly.
 
-    float64 first; a value within 1e-9 of an integer ``t`` is decided exactly by the sign of
+    float64 first (within a few ulps); a value within 1e-12 (relative) of an integer ``t`` is
+    decided exactly by the sign of
     ``scale·ln(d/low) − t·ln(high_num/high_den)`` (:func:`_log_order`), whose cost does not
     grow with ``scale`` or ``t`` (millions of buckets cost what 32 do).
     """
     unique, inverse = np.unique(d, return_inverse=True)
-    ratio = math.log(high_num / high_den)
-    value = scale * np.log(unique / low) / ratio
+    # log1p of the exact integer excess: a relative error of a few ulps, even near ratio 1
+    ratio = math.log1p((high_num - high_den) / high_den)
+    value = scale * np.log1p((unique - low) / low) / ratio
     result = np.ceil(value) if ceil else np.floor(value)
     nearest = np.rint(value)
-    for index in np.flatnonzero(np.abs(value - nearest) <= 1e-9 * np.maximum(1.0, np.abs(value))):
+    near = np.abs(value - nearest) <= 1e-12 * np.maximum(1.0, np.abs(value))
+    for index in np.flatnonzero(near):
         t = int(nearest[index])
         order = _log_order(int(unique[index]), low, scale, high_num, high_den, t)
         if ceil:  # value > t iff the order is positive
@@ -204,12 +255,12 @@ def t5_buckets(
     """
     if not isinstance(bidirectional, bool | np.bool_):
         raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
-    buckets = check_count("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
+    buckets = check_buckets("num_buckets", num_buckets, 4 if bidirectional else 2)
     mode = _check_convention(convention)
     rel = _relative(relative_positions)
     side = buckets // 2 if bidirectional else buckets
     exact = side // 2
-    far = check_count("max_distance", max_distance)
+    far = check_far("max_distance", max_distance)
     if far <= exact:
         raise ValueError(
             f"max_distance must be greater than max_exact = {exact} (half of the "
@@ -262,9 +313,9 @@ def deberta_buckets(
     >>> deberta_buckets([0, 3, 4, 5, 100, -100], bucket_size=8, max_position=64)
     array([ 0,  3,  4,  5,  8, -8])
     """
-    size = check_count("bucket_size", bucket_size, minimum=2)
+    size = check_buckets("bucket_size", bucket_size, 2)
     mode = _check_convention(convention)
-    position = check_count("max_position", max_position)
+    position = check_far("max_position", max_position)
     mid = size // 2
     if position - 1 <= mid:
         raise ValueError(

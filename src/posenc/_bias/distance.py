@@ -36,6 +36,7 @@ from .positions import (
     as_position_pair,
     cast_bias,
     check_count,
+    check_number,
     check_pairs,
     check_parameter,
     position_count,
@@ -159,8 +160,8 @@ def fire_distance(
     >>> fire_distance([2], [0, 1], c=1e308)    # ln(1e308·x) / ln(1e308·2), never NaN
     array([[1.        , 0.99902358]])
     """
-    scale = float(check_parameter("c", c, positive=True))
-    floor = float(check_parameter("threshold", threshold, positive=True))
+    scale = check_number("c", c, positive=True)
+    floor = check_number("threshold", threshold, positive=True)
     query, key = as_position_pair(query_positions, key_positions)
     if query.size and int(query.min()) < 0:
         raise ValueError(f"query_positions must be >= 0 for FIRE, got {int(query.min())}")

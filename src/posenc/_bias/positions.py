@@ -46,6 +46,7 @@ __all__ = [
     "cast_in_blocks",
     "check_count",
     "check_fits",
+    "check_number",
     "check_offset",
     "check_pairs",
     "check_parameter",
@@ -248,6 +249,20 @@ def check_parameter(
     if positive and np.any(array <= 0):
         raise ValueError(f"{name} must be > 0, got {float(np.min(array))!r}")
     return array
+
+
+def check_number(name: str, value: Any, *, positive: bool = False) -> float:
+    """A parameter that is one number (:func:`check_parameter` of a 0-d value), as a float.
+
+    >>> check_number("c", [1.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    TypeError: c must be a number, got an array of shape (2,)
+    """
+    array = check_parameter(name, value, positive=positive)
+    if array.ndim:
+        raise TypeError(f"{name} must be a number, got an array of shape {array.shape}")
+    return float(array)
 
 
 def bfloat16_round(values: npt.NDArray[Any]) -> npt.NDArray[np.float32]:

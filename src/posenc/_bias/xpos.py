@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._checks import check_allocation, check_int, check_positions, check_real
-from .positions import check_parameter
+from .positions import check_number
 
 __all__ = ["xpos_scales"]
 
@@ -62,8 +62,8 @@ def xpos_scales(
     dim = check_int("head_dim", head_dim, minimum=2)
     if dim % 2:
         raise ValueError(f"head_dim must be even, got {dim}")
-    base = float(check_parameter("scale_base", scale_base, positive=True))
-    g = float(check_parameter("gamma", gamma, positive=True))
+    base = check_number("scale_base", scale_base, positive=True)
+    g = check_number("gamma", gamma, positive=True)
     check_real("scale_base", base)
     if pairs not in ("interleaved", "half"):
         raise ValueError(f"pairs must be 'interleaved' or 'half', got {pairs!r}")
@@ -74,7 +74,10 @@ def xpos_scales(
     where = check_positions("positions", positions).astype(np.float64)
     check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
     check_allocation("head_dim", (dim // 2,), 8, 2)
-    zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+    if np.isfinite((1.0 + g) * float(dim)):
+        zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+    else:  # γ near 1e308: the same ζ without overflowing
+        zeta = (np.arange(0, dim, 2) / dim + g) / (1.0 + g)
     with np.errstate(over="ignore", under="ignore"):  # refused below by name
         scales = zeta ** (where[..., None] / base)
     beyond = ~np.isfinite(scales) | (scales < np.finfo(np.float64).tiny)

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._bias.alibi import alibi_slopes
-from .._bias.buckets import deberta_buckets, t5_buckets
+from .._bias.buckets import check_buckets, check_far, deberta_buckets, t5_buckets
 from .._bias.positions import check_count, real_values
 from .._checks import _show, check_allocation, check_int
 from ._results import BiasProfile, BucketMap, SlopeTable
@@ -206,8 +206,9 @@ def bucket_map_at(
             raise TypeError(f"bidirectional must be True or False, got {_show(bidirectional)}")
         if not bidirectional:
             raise ValueError("bidirectional must be True for method='deberta' (an encoder)")
-        size = check_count("num_buckets", 256 if num_buckets is None else num_buckets, 2)
-        far = check_count("max_distance", 512 if max_distance is None else max_distance)
+        # DeBERTa's bucket_size and max_position, checked under this function's names
+        size = check_buckets("num_buckets", 256 if num_buckets is None else num_buckets, 2)
+        far = check_far("max_distance", 512 if max_distance is None else max_distance)
         if far - 1 <= size // 2:
             raise ValueError(
                 f"max_distance (DeBERTa's max_position) must be greater than num_buckets // 2 "
