@@ -360,3 +360,11 @@ def test_xpos_scales_of_a_huge_gamma_are_finite() -> None:
 def test_scalar_parameters_refuse_arrays_by_name(call: Callable[[], Any], name: str) -> None:
     with pytest.raises((TypeError, ValueError), match=rf"\b{name} must be a number"):
         call()
+
+
+def test_sandwich_frequencies_beyond_float64_are_refused_naming_base() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="base=5e-324 with dim=64"):
+            posenc.sandwich_bias(1, 3, 3, dim=64, base=5e-324)
+        assert np.isfinite(posenc.sandwich_bias(1, 3, 3, dim=64, base=1e308)).all()

@@ -64,7 +64,7 @@ def _relative(value: Any) -> npt.NDArray[np.int64]:
         raise TypeError(
             f"relative_positions must be an array of integers, got {_show(value)}"
         ) from exc
-    if array.size == 0 and array.dtype.kind == "f":  # [] holds no positions, of no dtype
+    if array.size == 0 and array.dtype.kind in "fO":  # [] holds no positions, of no dtype
         return np.zeros(array.shape, dtype=np.int64)
     if array.dtype.kind == "O" and array.size and all(is_integer(v) for v in array.flat):
         if max(abs(int(v)) for v in array.flat) > 2**54:

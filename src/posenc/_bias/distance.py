@@ -210,13 +210,21 @@ def sandwich_bias(
     wavelength = check_base("base", base)
     out_dtype = check_float_dtype("dtype", dtype)
     check_real("base", wavelength)
-    omega = wavelength ** (-2.0 * np.arange(width // 2) / width)
+    with np.errstate(over="ignore"):  # a base below 1 raises the frequencies: refused below
+        omega = wavelength ** (-2.0 * np.arange(width // 2) / width)
     q = position_count("query_positions", query_positions)
     k = position_count("key_positions", key_positions)
     check_pairs("query_positions, key_positions and dim", (q, k, width // 2), 2)
     query, key = as_position_pair(query_positions, key_positions, heads=count)
     distance = _distance(query, key)
-    total = np.cos(distance[..., None] * omega).sum(axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        angles = distance[..., None] * omega
+    if not np.isfinite(angles).all():
+        raise ValueError(
+            f"base={wavelength!r} with dim={width} gives angles (i − j)·base^(−2k/dim) beyond "
+            "float64: a base below 1 makes the frequencies grow; pass a base >= 1"
+        )
+    total = np.cos(angles).sum(axis=-1)
     ratio = count / (8.0 * np.arange(1, count + 1, dtype=np.float64))
     result = cast_bias(ratio[:, None, None] * total[None], out_dtype)
     return result

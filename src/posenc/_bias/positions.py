@@ -73,7 +73,10 @@ def as_positions(name: str, value: Any) -> npt.NDArray[np.int64]:
     if length is not None:
         check_allocation(name, (length,), 8)
         return np.arange(length, dtype=np.int64)
-    array = check_positions(name, detached(value))
+    given = detached(value)
+    if isinstance(given, np.ndarray) and given.dtype.kind == "O" and given.size == 0:
+        given = np.zeros(given.shape, dtype=np.int64)  # no positions, of no dtype
+    array = check_positions(name, given)
     if array.dtype.kind == "f":
         if array.size and not np.all(array == np.floor(array)):
             raise TypeError(f"{name} must be integer positions, got fractional values")
@@ -118,6 +121,7 @@ def position_count(name: str, value: Any) -> int:
     length = as_length(name, value)
     if length is not None:
         return length
+    value = detached(value)
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and all(is_integer(n) for n in shape):
         return math.prod(int(n) for n in shape)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_allocation, check_int, check_positions, check_real
+from .._checks import check_allocation, check_int, check_positions, check_real, detached
 from .positions import check_number
 
 __all__ = ["xpos_scales"]
@@ -71,7 +71,7 @@ def xpos_scales(
         length = check_int("positions", positions, minimum=0)
         check_allocation("positions and head_dim", (length, dim), 8, 3)
         positions = np.arange(length)
-    where = check_positions("positions", positions).astype(np.float64)
+    where = check_positions("positions", detached(positions)).astype(np.float64)
     check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
     check_allocation("head_dim", (dim // 2,), 8, 2)
     if np.isfinite((1.0 + g) * float(dim)):
