@@ -233,6 +233,7 @@ def test_a_table_of_many_heads_is_drawn_through_evenly_spaced_heads() -> None:
         (lambda: plot.bias_plot(table=np.full((32, 2), 1e308)), "table holds values up to 1e"),
         (lambda: plot.bias_plot(table=np.zeros((32, 0))), "table must have shape"),
         (lambda: plot.bias_plot(4, distance=2**20 + 1), "distance must be at most"),
+        (lambda: plot.slope_plot(8, max_bias=1e308), "max_bias must be at most 126"),
     ],
 )
 def test_figures_refuse_what_they_cannot_draw(call: Any, match: str) -> None:

@@ -353,6 +353,8 @@ MAX_IMAGE_COLUMNS = 2048
 #: bias_plot(), slope_plot(): the most ALiBi heads a figure takes (no model has nearly as
 #: many; the slopes plot draws a point per head).
 MAX_FIGURE_HEADS = 1 << 16
+#: slope_plot(): the largest max_bias: 2^-126 is float32's smallest normal number.
+MAX_SLOPE_BIAS = 126
 #: bias_plot(): a T5 table's values beyond this magnitude are refused (matplotlib's axis
 #: ranges, ticks and colour scale would overflow float64).
 MAX_DRAWN_VALUE = 1e300
@@ -462,7 +464,14 @@ def slope_rows(heads: int, max_bias: float) -> SlopeTable:
     """The slopes of every head, exact and in each framework's rule (at most
     :data:`MAX_FIGURE_HEADS` heads: a point each)."""
     _check_figure_heads(heads)
-    return slope_table(heads, max_bias=max_bias)
+    table = slope_table(heads, max_bias=max_bias)
+    if table.max_bias > MAX_SLOPE_BIAS:
+        raise ValueError(
+            f"max_bias must be at most {MAX_SLOPE_BIAS} for the slopes figure, got "
+            f"{table.max_bias:g}: the smallest slope 2^-max_bias would be below float32's "
+            "normal range, where the rules' ulps mean nothing and the log axis loses them"
+        )
+    return table
 
 
 def _check_figure_heads(heads: Any) -> int:

@@ -170,7 +170,8 @@ def slope_plot(
 
     Args:
         heads: number of heads, an int in ``[1, 2**16]``.
-        max_bias: 8 in the paper; with another value only MPT's rule is drawn.
+        max_bias: 8 in the paper, at most 126 (float32's normal range); with another value
+            than 8 only MPT's rule is drawn.
         path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save it.
 
     >>> fig = slope_plot(12)
