@@ -184,3 +184,58 @@ def test_the_docs_figures_are_committed_small_and_say_what_they_show() -> None:
         assert f"figures/{name}" in page
         with Image.open(png) as image:
             assert setting in image.info["Description"], name
+
+
+# ------------------------------------------------- long ranges, many heads, unplottable values
+
+
+def test_a_long_distance_is_drawn_through_evenly_spaced_relative_positions() -> None:
+    fig = plot.bias_plot(64, distance=2**20)
+    slopes = posenc.alibi_slopes(64)
+    lines = fig.axes[0].get_lines()
+    relative = lines[0].get_xdata()
+    assert relative.size == 9999  # not 2**21 + 1
+    assert relative[0] == -(2**20)
+    assert relative[-1] == 2**20
+    assert 0 in relative
+    np.testing.assert_array_equal(lines[-1].get_ydata(), -slopes[63] * np.abs(relative))
+    image = fig.axes[1].images[0].get_array()
+    assert image.shape == (64, 2047)
+    assert image[:, 1023].tolist() == [0.0] * 64  # the column of relative position 0
+    np.testing.assert_array_equal(image[:, 0], -slopes * 2**20)
+    assert "9,999 evenly spaced of 2,097,153 relative positions drawn" in fig._suptitle.get_text()
+    buckets = plot.bucket_plot("t5", distance=2**20)
+    (line,) = buckets.axes[0].get_lines()
+    assert line.get_xdata().size == 9999
+    assert "of 2,097,153 relative positions drawn" in buckets.axes[0].get_title()
+
+
+def test_a_table_of_many_heads_is_drawn_through_evenly_spaced_heads() -> None:
+    table = np.random.default_rng(0).normal(size=(32, 3000))
+    fig = plot.bias_plot(table=table, distance=50)
+    image = fig.axes[1].images[0].get_array()
+    assert image.shape == (512, 101)
+    np.testing.assert_array_equal(
+        image[-1], analysis.bias_profile("t5", table=table, distance=50).values[-1]
+    )
+    assert fig.axes[1].get_title() == "512 evenly spaced of 3,000 heads"
+    assert "16 of 3000 heads" in fig.axes[0].get_title()
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels[0] == "head 0"
+    assert labels[-1] == "head 2999"
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: plot.bias_plot(2**16 + 1), "heads must be at most 65536"),
+        (lambda: plot.slope_plot(2**16 + 1), "heads must be at most 65536"),
+        (lambda: plot.bias_plot(table=np.full((32, 2), 1e308)), "table holds values up to 1e"),
+        (lambda: plot.bias_plot(table=np.zeros((32, 0))), "table must have shape"),
+        (lambda: plot.bias_plot(4, distance=2**20 + 1), "distance must be at most"),
+        (lambda: plot.slope_plot(8, max_bias=1e308), "max_bias must be at most 126"),
+    ],
+)
+def test_figures_refuse_what_they_cannot_draw(call: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()

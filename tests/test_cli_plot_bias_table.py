@@ -82,6 +82,8 @@ def test_a_table_in_an_npz_archive_is_named_with_key(
         (np.array([{"a": 1}, None], dtype=object), [], "never loaded"),
         (_table(32, 2), ["--heads", "3"], "--heads must be the --table's 2 heads"),
         (_table(32, 2), ["--max-bias", "4"], "--max-bias does not apply with --table"),
+        (np.zeros((32, 0)), [], "at least one head"),
+        (np.full((32, 2), np.inf, dtype=np.float16), [], "NaN or infinity"),
     ],
 )
 def test_hostile_or_mismatched_tables_are_refused_in_one_line(
@@ -130,4 +132,52 @@ def test_options_that_do_not_apply_are_refused(
     code, err = cli(["plot", *options, "--out", str(tmp_path / "f.png")], capsys)
     assert code == 2
     assert message in err
+    assert err.count("\n") == 1
+
+
+def test_a_wide_table_over_the_longest_distance_is_drawn_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 4096 heads at 2**21 + 1 relative positions would be 64 GiB of float64
+    np.save(tmp_path / "t5.npy", _table(32, 4096))
+    out = tmp_path / "bias.png"
+    argv = ["plot", "bias", "--table", str(tmp_path / "t5.npy"), "--distance", str(2**20)]
+    code, err = cli([*argv, "--out", str(out)], capsys)
+    assert code == 0, err
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("value", [1e308, -1.7e308, 1e301])
+def test_a_table_too_large_to_draw_is_refused_in_one_line(
+    value: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = np.zeros((32, 2))
+    table[3, 1] = value
+    np.save(tmp_path / "t5.npy", table)
+    out = tmp_path / "f.png"
+    code, err = cli(
+        ["plot", "bias", "--table", str(tmp_path / "t5.npy"), "--out", str(out)], capsys
+    )
+    assert code == 2
+    assert "--table" in err
+    assert "holds values up to" in err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--distance", str(10**20)], "distance must be at most 1048576 (2**20), got 1"),
+        (["--distance", str(2**20 + 1)], "distance must be at most 1048576"),
+        (["--heads", str(10**11)], "heads must be at most 65536 for a figure"),
+    ],
+)
+def test_a_distance_or_heads_beyond_a_figure_is_refused_by_its_limit(
+    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli(["plot", "bias", *options, "--out", str(tmp_path / "f.png")], capsys)
+    assert code == 2
+    assert message in err
+    assert "memory" not in err
     assert err.count("\n") == 1

@@ -36,6 +36,7 @@ __all__ = [
     "check_real",
     "check_sequence",
     "check_shift",
+    "detached",
     "is_integer",
     "memory_limit",
     "sized_by",
@@ -283,6 +284,32 @@ def check_float_dtype(name: str, value: Any) -> np.dtype[Any]:
             " (for bfloat16 use posenc.torch)"
         )
     return dtype
+
+
+def detached(value: Any) -> Any:
+    """A framework's tensor as NumPy can read it, by duck typing (posenc imports no framework):
+    ``detach()`` (a parameter that requires grad, such as a model's learned table), then
+    ``cpu()`` (an accelerator's memory), then ``double()`` for a floating tensor (exact for
+    every floating dtype, bfloat16 included, which NumPy has none of). Anything without a
+    ``detach`` method (NumPy arrays, lists, numbers) is returned as it is.
+
+    >>> detached([1.0, 2.0])
+    [1.0, 2.0]
+    """
+    if isinstance(value, np.ndarray | np.generic):
+        return value
+    detach = getattr(value, "detach", None)
+    if not callable(detach):
+        return value
+    value = detach()
+    cpu = getattr(value, "cpu", None)
+    if callable(cpu):
+        value = cpu()
+    floating = getattr(value, "is_floating_point", None)
+    double = getattr(value, "double", None)
+    if callable(floating) and callable(double) and floating():
+        value = double()
+    return value
 
 
 def check_positions(name: str, value: Any) -> npt.NDArray[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ from ._conventions import ConventionName, get_convention
 from ._features import feature_slices, sin_cos_pairs
 from ._frequencies import frequencies
 from ._sinusoidal import sinusoidal
-from .analysis._bias import bias_profile, bucket_map, slope_table
+from .analysis._bias import (
+    bias_profile_at,
+    bucket_map_at,
+    check_distance,
+    check_table,
+    slope_table,
+)
 from .analysis._precision import precision_report
 from .analysis._properties import check_shift, shift_matrix, similarity
 from .analysis._recipes import float32_recipe
@@ -339,24 +346,96 @@ def precision_errors(
 
 #: bias_plot(): at most this many heads get a curve of their own (a legend entry each).
 MAX_BIAS_CURVES = 16
+#: bias_plot(): the image shows at most this many heads (rows) and relative positions
+#: (columns), evenly spaced: more than the pixels it is drawn on.
+MAX_IMAGE_HEADS = 512
+MAX_IMAGE_COLUMNS = 2048
+#: bias_plot(), slope_plot(): the most ALiBi heads a figure takes (no model has nearly as
+#: many; the slopes plot draws a point per head).
+MAX_FIGURE_HEADS = 1 << 16
+#: slope_plot(): the largest max_bias: 2^-126 is float32's smallest normal number.
+MAX_SLOPE_BIAS = 126
+#: bias_plot(): a T5 table's values beyond this magnitude are refused (matplotlib's axis
+#: ranges, ticks and colour scale would overflow float64).
+MAX_DRAWN_VALUE = 1e300
+
+
+def relative_grid(distance: Any, points: int = MAX_CURVE_POINTS) -> npt.NDArray[np.int64]:
+    """The relative positions a bias or bucket figure draws: every one of ``-distance ..
+    distance`` when that is at most ``points``, else evenly spaced ones, symmetric around 0
+    (0 and both ends included; ``points - 1`` of them). Never anything proportional to
+    ``distance`` (an int in ``[1, 2**20]``).
+
+    >>> relative_grid(2).tolist(), relative_grid(2**20).size, relative_grid(50, 6).tolist()
+    ([-2, -1, 0, 1, 2], 9999, [-50, -25, 0, 25, 50])
+    """
+    far = check_distance(distance)
+    if 2 * far + 1 <= points:
+        return np.arange(-far, far + 1, dtype=np.int64)
+    half = even_positions(far + 1, points // 2)
+    return np.concatenate([-half[:0:-1], half])
+
+
+@dataclass(frozen=True)
+class BiasFigureData:
+    """What :func:`posenc.plot.bias_plot` draws (:func:`bias_curves`).
+
+    Attributes:
+        curves: the profile of the heads that get a curve, at up to 9,999 relative positions.
+        curve_heads: their head indices (all heads up to 16, else 16 evenly spaced).
+        image: the profile of the image's rows, at up to 2047 relative positions.
+        image_heads: their head indices (all heads up to 512, else 512 evenly spaced).
+        heads: how many heads there are; positions: how many relative positions.
+    """
+
+    curves: BiasProfile
+    curve_heads: npt.NDArray[np.int64]
+    image: BiasProfile
+    image_heads: npt.NDArray[np.int64]
+    heads: int
+    positions: int
 
 
 def bias_curves(
     heads: int | None, distance: int, max_bias: float, table: Any, buckets: tuple[int, int, bool]
-) -> tuple[BiasProfile, npt.NDArray[np.int64]]:
-    """The bias per head against ``key − query`` (ALiBi without ``table``, else T5's buckets
-    ``(num_buckets, max_distance, bidirectional)`` over ``table``), and the heads that get a
-    curve: all up to 16, else 16 evenly spaced."""
+) -> BiasFigureData:
+    """The bias against ``key − query`` (ALiBi without ``table``, else T5's buckets
+    ``(num_buckets, max_distance, bidirectional)`` over ``table``) as a figure draws it:
+    curves through :data:`MAX_CURVE_POINTS` relative positions at most, and an image of at
+    most :data:`MAX_IMAGE_HEADS` heads by :data:`MAX_IMAGE_COLUMNS` relative positions (more
+    than its pixels), each evenly spaced; nothing proportional to ``distance`` or to the
+    number of heads beyond them."""
+    curve_grid, image_grid = relative_grid(distance), relative_grid(distance, MAX_IMAGE_COLUMNS)
+    positions = 2 * int(curve_grid[-1]) + 1
     if table is None:
-        profile = bias_profile("alibi", heads=heads, distance=distance, max_bias=max_bias)
+        count = _check_figure_heads(8 if heads is None else heads)
+
+        def profile(relative: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> BiasProfile:
+            return bias_profile_at("alibi", relative, heads=count, max_bias=max_bias, rows=rows)
+
     else:
-        count, far, both = buckets
-        profile = bias_profile(
-            "t5", heads=heads, distance=distance, table=table, num_buckets=count, max_distance=far,
-            bidirectional=both,
-        )  # fmt: skip
-    shown = even_positions(profile.values.shape[0], MAX_BIAS_CURVES)
-    return profile, shown
+        count_buckets, far, both = buckets
+        weights = check_table(table, check_int("num_buckets", count_buckets, minimum=2))
+        peak = float(np.max(np.abs(weights)))
+        if peak > MAX_DRAWN_VALUE:
+            raise ValueError(
+                f"table holds values up to {peak:.3g} in magnitude: a figure draws values "
+                f"within +-{MAX_DRAWN_VALUE:.0e} (its axes and colour scale would overflow)"
+            )
+        count = weights.shape[1]
+
+        def profile(relative: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> BiasProfile:
+            return bias_profile_at(
+                "t5", relative, heads=heads, table=weights, num_buckets=count_buckets,
+                max_distance=far, bidirectional=both, rows=rows,
+            )  # fmt: skip
+
+    curve_heads = even_positions(count, MAX_BIAS_CURVES)
+    image_heads = even_positions(count, MAX_IMAGE_HEADS)
+    return BiasFigureData(
+        profile(curve_grid, curve_heads), curve_heads, profile(image_grid, image_heads),
+        image_heads, count, positions,
+    )  # fmt: skip
 
 
 def bucket_regions(
@@ -365,8 +444,8 @@ def bucket_regions(
     """The bucket map and its regions as ``(label, first, last)`` ranges of distances
     ``|key − query|`` within ``distance``: exact, logarithmic, and (T5) the last bucket from
     ``max_distance`` on."""
-    m = bucket_map(
-        method, distance=distance, num_buckets=num_buckets, max_distance=max_distance,
+    m = bucket_map_at(
+        method, relative_grid(distance), num_buckets=num_buckets, max_distance=max_distance,
         bidirectional=both,
     )  # fmt: skip
     far = int(m.relative[-1])
@@ -382,5 +461,21 @@ def bucket_regions(
 
 
 def slope_rows(heads: int, max_bias: float) -> SlopeTable:
-    """The slopes of every head, exact and in each framework's rule."""
-    return slope_table(heads, max_bias=max_bias)
+    """The slopes of every head, exact and in each framework's rule (at most
+    :data:`MAX_FIGURE_HEADS` heads: a point each)."""
+    _check_figure_heads(heads)
+    table = slope_table(heads, max_bias=max_bias)
+    if table.max_bias > MAX_SLOPE_BIAS:
+        raise ValueError(
+            f"max_bias must be at most {MAX_SLOPE_BIAS} for the slopes figure, got "
+            f"{table.max_bias:g}: the smallest slope 2^-max_bias would be below float32's "
+            "normal range, where the rules' ulps mean nothing and the log axis loses them"
+        )
+    return table
+
+
+def _check_figure_heads(heads: Any) -> int:
+    count: int = check_int("heads", heads, minimum=1)
+    if count > MAX_FIGURE_HEADS:
+        raise ValueError(f"heads must be at most {MAX_FIGURE_HEADS} for a figure, got {count}")
+    return count

@@ -51,6 +51,22 @@ def check_rows(
     compare(table[rows], values, errors, dtype_name, scale, where)
 
 
+def check_rounded_once(got: np.ndarray, want: np.ndarray, noise: Any = 0.0) -> None:
+    """``got`` (float16, float32 or float64) is the float64 truth ``want`` rounded once to its
+    dtype: within half a unit in the last place of that dtype at ``want``, plus ``noise``, the
+    float64 reference's own error (absolute, a number or per element)."""
+    name = got.dtype.name
+    value = got.astype(np.float64)
+    tol = 0.5 * ulp(name, want) + noise
+    bad = ~(np.abs(value - want) <= tol)
+    if np.any(bad):
+        index = tuple(np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{name} at {index}: got {value[index]!r}, the float64 truth {want[index]!r} rounded "
+            f"once is within {np.broadcast_to(tol, want.shape)[index]:.3g}"
+        )
+
+
 def rope_reference(
     head_dim: int, rotary_dim: Any, base: Any, scaling: Any, seq_len: int | None
 ) -> tuple[int, np.ndarray, float]:

@@ -14,8 +14,8 @@ from posenc import analysis
 
 from .contract import DOUBTFUL, VALID, Args, choose, expect_array, run
 from .profile import fuzz
-from .test_bias import deberta_reference, paper_slopes, t5_reference
-from .values import NAN, count, flag, name, positive
+from .test_bias import deberta_reference, paper_slopes, plain, t5_reference
+from .values import NAN, Detachable, count, detachable, distance_setting, flag, name, positive
 
 DISTANCES = choose(
     st.integers(1, 40),
@@ -33,7 +33,8 @@ def _tables(buckets: int) -> st.SearchStrategy[Any]:
 
 BAD_TABLES = st.sampled_from(
     [None, "abc", np.zeros(4), np.zeros((3, 2)), np.zeros((32, 0)), np.full((32, 2), NAN),
-     np.zeros((32, 2), dtype=complex), np.zeros((32, 2), dtype=bool)]
+     np.zeros((32, 2), dtype=complex), np.zeros((32, 2), dtype=bool),
+     Detachable(np.full((32, 1), NAN))]
 )  # fmt: skip
 
 
@@ -47,9 +48,9 @@ def test_bias_profile(data: st.DataObject) -> None:
         both = a.draw("bidirectional", flag(), optional=True)
         a.set("num_buckets", 32)
         a.set("max_distance", 128)
-        table = a.draw("table", choose(_tables(32), BAD_TABLES))
+        table = a.draw("table", choose(detachable(_tables(32)), BAD_TABLES))
         if data.draw(st.booleans(), label="give heads"):
-            shape = getattr(table, "shape", (0, 0))
+            shape = getattr(plain(table), "shape", (0, 0))
             heads_ok = shape[1] if a.kinds["table"] == VALID else 1
             a.draw("heads", choose(st.just(heads_ok), st.sampled_from([0, 2.5, "2", 99])))
     else:
@@ -68,7 +69,7 @@ def test_bias_profile(data: st.DataObject) -> None:
             np.testing.assert_allclose(got, want, rtol=4 * 2**-52, atol=0)
             assert p.buckets is None
         else:
-            weights = np.asarray(a.kwargs["table"], dtype=np.float64)
+            weights = np.asarray(plain(a.kwargs["table"]), dtype=np.float64)
             flag_ = True if both is None else bool(both)
             buckets = [t5_reference(int(r), flag_, 32, 128) for r in rel]
             assert p.buckets.tolist() == buckets
@@ -90,8 +91,8 @@ def test_bucket_map(data: st.DataObject) -> None:
     method = a.draw("method", name(("t5", "deberta")))
     distance = a.draw("distance", DISTANCES)
     if method == "deberta":
-        a.draw("num_buckets", count(4, 300, none=True), optional=True)
-        a.draw("max_distance", count(4, 1024, none=True), optional=True)
+        a.draw("num_buckets", count(2, 300, none=True), optional=True)
+        a.draw("max_distance", distance_setting(2, 1024, none=True), optional=True)
         mid = int(_valid(a, "num_buckets") or 256) // 2
         if int(_valid(a, "max_distance") or 512) - 1 <= mid:
             for key in ("num_buckets", "max_distance"):
@@ -102,7 +103,7 @@ def test_bucket_map(data: st.DataObject) -> None:
     else:
         both = a.draw("bidirectional", flag(), optional=True)
         a.draw("num_buckets", count(4, 64, none=True), optional=True)
-        a.draw("max_distance", count(1, 400, none=True), optional=True)
+        a.draw("max_distance", distance_setting(1, 400, none=True), optional=True)
         side = int(_valid(a, "num_buckets") or 32)
         side = side // 2 if a.kinds.get("bidirectional") != VALID or both in (None, True) else side
         if int(_valid(a, "max_distance") or 128) <= side // 2:

@@ -54,6 +54,57 @@ CASES = [
     ),
     case("timestep", lambda: posenc.timestep_embedding(ZEROS, 10**7), ("timesteps", "dim")),
     case("cu_seqlens", lambda: posenc.positions_from_cu_seqlens([0, 10**15]), ("cu_seqlens",)),
+    case("alibi_slopes", lambda: posenc.alibi_slopes(2**60), ("heads",)),
+    case("alibi_slopes-total", lambda: posenc.alibi_slopes(2, total_heads=2**60), ("total_heads",)),
+    case(
+        "alibi_bias",
+        lambda: posenc.alibi_bias(2, 10**7, 10**7),
+        ("heads", "query_positions", "key_positions"),
+    ),
+    case(
+        "relative_positions",
+        lambda: posenc.relative_positions(10**7, 10**7),
+        ("query_positions", "key_positions"),
+    ),
+    case(
+        "t5_bias",
+        lambda: posenc.t5_bias(np.zeros((32, 2)), 10**7, 10**7),
+        ("table", "query_positions", "key_positions"),
+    ),
+    case(
+        "kerple_bias",
+        lambda: posenc.kerple_bias(10**7, 10**7, r1=1.0, r2=1.0),
+        ("query_positions", "key_positions"),
+    ),
+    case(
+        "fire_distance",
+        lambda: posenc.fire_distance(10**7, 10**7),
+        ("query_positions", "key_positions"),
+    ),
+    case("sandwich_bias", lambda: posenc.sandwich_bias(2**60, 2, 2), ("heads",)),
+    case(
+        "sandwich_bias-dim",
+        lambda: posenc.sandwich_bias(2, 10**4, 10**4, dim=10**6),
+        ("query_positions", "key_positions", "dim"),
+    ),
+    case(
+        "relative_sinusoid_table",
+        lambda: posenc.relative_sinusoid_table(10**7, 10**6),
+        ("length", "d_model"),
+    ),
+    case("xpos_scales", lambda: posenc.xpos_scales(10**7, 10**6), ("positions", "head_dim")),
+    case(
+        "deberta_relative_positions",
+        lambda: posenc.deberta_relative_positions(10**7, 10**7),
+        ("query_positions", "key_positions"),
+    ),
+    case("relative_shift_index", lambda: posenc.relative_shift_index(10**7), ("query_length",)),
+    case("disentangled_index", lambda: posenc.disentangled_index([0], 2**62), ("att_span",)),
+    case(
+        "bias_profile",
+        lambda: analysis.bias_profile("alibi", heads=10**5, distance=2**20),
+        ("heads", "distance"),
+    ),
     case("shift_matrix", lambda: analysis.shift_matrix(1, 10**7), ("d_model",)),
     case("similarity", lambda: analysis.similarity(3, 2**40), ("d_model",)),
     case(

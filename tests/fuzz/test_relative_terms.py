@@ -14,15 +14,22 @@ import posenc
 
 from .contract import DOUBTFUL, Args, expect_array, run
 from .profile import fuzz
-from .test_bias import BUCKET_CONVENTIONS, RELATIVE, bias_positions, deberta_reference, meaning
-from .values import count, name
+from .test_bias import (
+    BUCKET_CONVENTIONS,
+    NUMPY_RELATIVE,
+    bias_positions,
+    deberta_reference,
+    meaning,
+    plain,
+)
+from .values import count, distance_setting, name
 
 
 def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
     """``bucket_size`` and ``max_position`` (each may be left out); a valid value that the
     other setting makes refusable (one without the other, an empty log region) is doubtful."""
     size = a.draw("bucket_size", count(2, 64, none=True), optional=True)
-    top = a.draw("max_position", count(2, 256, none=True), optional=True)
+    top = a.draw("max_position", distance_setting(2, 256, none=True), optional=True)
     given_size, given_top = size is not None, top is not None
     both_valid = all(a.kinds.get(k) == "valid" for k in ("bucket_size", "max_position"))
     empty_log = both_valid and int(top) - 1 <= int(size) // 2  # type: ignore[arg-type]
@@ -56,8 +63,8 @@ def check_map(a: Args, out: Any, want: np.ndarray) -> None:
 @given(st.data())
 def test_deberta_relative_positions(data: st.DataObject) -> None:
     a = Args(data)
-    query = a.draw("query_positions", bias_positions())
-    key = a.draw("key_positions", bias_positions())
+    query = a.draw("query_positions", bias_positions(wrapped=True))
+    key = a.draw("key_positions", bias_positions(wrapped=True))
     size, top = draw_bucketing(a)
 
     def check(out: np.ndarray) -> None:
@@ -70,11 +77,11 @@ def test_deberta_relative_positions(data: st.DataObject) -> None:
 @given(st.data())
 def test_disentangled_index(data: st.DataObject) -> None:
     a = Args(data)
-    rel = a.draw("relative_positions", RELATIVE)
+    rel = a.draw("relative_positions", NUMPY_RELATIVE)
     span = a.draw("att_span", count(1, 64))
 
     def check(out: np.ndarray) -> None:
-        values = np.asarray(rel, dtype=np.int64)
+        values = np.asarray(plain(rel)).astype(np.int64)
         want = np.clip(values + int(span), 0, 2 * int(span) - 1)
         np.testing.assert_array_equal(expect_array(out, values.shape, np.int64), want)
 

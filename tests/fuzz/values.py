@@ -29,6 +29,29 @@ WRONG_TYPES: list[Any] = ["8", None, ["a"], {"a": 1}, 2 + 1j, True, False, np.bo
 #: Integers no count, length or size can be: refused before anything is allocated.
 HUGE = [2**53 - 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30, np.uint64(2**64 - 1)]
 
+
+class Detachable:
+    """An array held as a framework holds a parameter that requires grad: NumPy cannot read it
+    (``__array__`` raises, as torch does) until ``detach()`` is called. No framework needed."""
+
+    def __init__(self, values: Any) -> None:
+        self.values = np.asarray(values)
+
+    def detach(self) -> np.ndarray:
+        return self.values
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+
+    def __repr__(self) -> str:
+        return f"Detachable(np.array({self.values.tolist()!r}))"
+
+
+def detachable(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Values of ``strategy``, some of them held in a :class:`Detachable`."""
+    return strategy | strategy.map(Detachable)
+
+
 #: Numbers that overflow float64 when converted.
 OVERFLOWING = [10**400, Fraction(10**400), -(10**400)]
 
@@ -61,6 +84,18 @@ def count(
     elif huge == "doubtful":
         doubtful = doubtful | st.sampled_from(HUGE)
     return choose(integers(lo, hi), hostile, doubtful)
+
+
+def distance_setting(lo: int, hi: int, *, none: bool = False) -> st.SearchStrategy[Drawn]:
+    """A distance setting (T5's ``max_distance``, DeBERTa's ``max_position``): an integer in
+    ``[lo, 2**53]``. Nothing is allocated for it, so the largest distances are valid; beyond
+    2**53 (no two positions are that far apart) is hostile."""
+    below = st.integers(-(2**64), lo - 1) | st.sampled_from([lo - 1, -1])
+    wrong = [v for v in WRONG_TYPES if not (none and v is None)]
+    beyond = [2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30, np.uint64(2**64 - 1)]
+    hostile = st.sampled_from([*wrong, 2.5, NAN, INF, -INF, *beyond]) | below
+    valid = integers(lo, hi) | st.sampled_from([2**53 - 1, 2**53, np.int64(2**53)])
+    return choose(valid, hostile, st.sampled_from([float(lo)]))
 
 
 def real_forms(value: float) -> list[Any]:

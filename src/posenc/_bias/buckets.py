@@ -34,24 +34,44 @@ array([2, 1, 0, 5, 6])
 
 from __future__ import annotations
 
+import decimal
 import math
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from .positions import check_count
+from .._checks import _show, check_int, detached, is_integer
 
-__all__ = ["BucketConvention", "deberta_buckets", "t5_buckets"]
+__all__ = [
+    "MAX_BUCKETS",
+    "BucketConvention",
+    "check_buckets",
+    "check_far",
+    "deberta_buckets",
+    "t5_buckets",
+]
 
 BucketConvention = Literal["exact", "transformers"]
 
 
 def _relative(value: Any) -> npt.NDArray[np.int64]:
-    """Integer relative positions of any shape, within +-2**54 (differences of positions)."""
-    array = np.asarray(value)
-    if array.size == 0 and array.dtype.kind == "f":  # [] holds no positions, of no dtype
+    """Integer relative positions of any shape, within +-2**54 (differences of positions);
+    Python integers of any size (an object array of them) are compared exactly."""
+    try:
+        array = np.asarray(detached(value))
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(
+            f"relative_positions must be an array of integers, got {_show(value)}"
+        ) from exc
+    if array.size == 0 and array.dtype.kind in "fO":  # [] holds no positions, of no dtype
         return np.zeros(array.shape, dtype=np.int64)
+    if array.dtype.kind == "O" and array.size and all(is_integer(v) for v in array.flat):
+        if max(abs(int(v)) for v in array.flat) > 2**54:
+            raise ValueError(
+                "relative_positions must lie within +-2**54 (differences of positions)"
+            )
+        array = array.astype(np.int64)
     if array.dtype.kind == "b" or array.dtype.kind not in "iu":
         raise TypeError(
             f"relative_positions must be integers (see posenc.relative_positions), got dtype "
@@ -60,6 +80,35 @@ def _relative(value: Any) -> npt.NDArray[np.int64]:
     if array.size and (int(array.max()) > 2**54 or int(array.min()) < -(2**54)):
         raise ValueError("relative_positions must lie within +-2**54 (differences of positions)")
     return array.astype(np.int64)
+
+
+#: The most buckets (T5's ``num_buckets``, DeBERTa's ``bucket_size``) the functions take: far
+#: beyond any model, and where float64 still decides nearly every bucket edge on its own (the
+#: exact comparison of the few near an edge costs what it costs at 32 buckets).
+MAX_BUCKETS = 1 << 24
+
+
+def check_buckets(name: str, value: Any, minimum: int) -> int:
+    """A bucket count: an integer in ``[minimum, 2**24]``."""
+    count = check_int(name, value, minimum=minimum)
+    if count > MAX_BUCKETS:
+        raise ValueError(
+            f"{name} must be an integer >= {minimum} and at most 2**24 (no model has nearly as "
+            f"many buckets), got {_show(count)}"
+        )
+    return count
+
+
+def check_far(name: str, value: Any) -> int:
+    """T5's ``max_distance`` or DeBERTa's ``max_position``: an integer in ``[1, 2**53]``, a
+    distance between positions (which lie within +-2**53); nothing is allocated for it."""
+    far = check_int(name, value, minimum=1)
+    if far > 2**53:
+        raise ValueError(
+            f"{name} must be an integer >= 1 and at most 2**53 (a distance between positions), "
+            f"got {_show(far)}"
+        )
+    return far
 
 
 def _check_convention(convention: Any) -> str:
@@ -73,24 +122,106 @@ def _floor_log_ratio(
 ) -> npt.NDArray[np.int64]:
     """``floor`` (or ``ceil``) of ``scale·ln(d/low) / ln(high_num/high_den)``, exactly.
 
-    float64 first; values within 1e-9 of an integer ``t`` are decided in integers:
-    ``scale·ln(d/low) >= t·ln(h)`` iff ``d^scale · low^-scale >= h^t``, cross-multiplied.
+    float64 first (within a few ulps); a value within 1e-12 (relative) of an integer ``t`` is
+    decided exactly by the sign of
+    ``scale·ln(d/low) − t·ln(high_num/high_den)`` (:func:`_log_order`), whose cost does not
+    grow with ``scale`` or ``t`` (millions of buckets cost what 32 do).
     """
     unique, inverse = np.unique(d, return_inverse=True)
-    ratio = math.log(high_num / high_den)
-    value = scale * np.log(unique / low) / ratio
+    # log1p of the exact integer excess: a relative error of a few ulps, even near ratio 1
+    ratio = math.log1p((high_num - high_den) / high_den)
+    value = scale * np.log1p((unique - low) / low) / ratio
     result = np.ceil(value) if ceil else np.floor(value)
     nearest = np.rint(value)
-    for index in np.flatnonzero(np.abs(value - nearest) <= 1e-9 * np.maximum(1.0, np.abs(value))):
+    near = np.abs(value - nearest) <= 1e-12 * np.maximum(1.0, np.abs(value))
+    for index in np.flatnonzero(near):
         t = int(nearest[index])
-        lhs = int(unique[index]) ** scale * high_den**t
-        rhs = low**scale * high_num**t
-        if ceil:  # value > t iff lhs > rhs
-            result[index] = t + 1 if lhs > rhs else t
-        else:  # value >= t iff lhs >= rhs
-            result[index] = t if lhs >= rhs else t - 1
+        order = _log_order(int(unique[index]), low, scale, high_num, high_den, t)
+        if ceil:  # value > t iff the order is positive
+            result[index] = t + 1 if order > 0 else t
+        else:  # value >= t iff the order is not negative
+            result[index] = t if order >= 0 else t - 1
     found: npt.NDArray[np.int64] = result.astype(np.int64)[inverse.reshape(d.shape)]
     return found
+
+
+def _log_order(num: int, den: int, s: int, high_num: int, high_den: int, t: int) -> int:
+    """The sign of ``s·ln(num/den) − t·ln(high_num/high_den)`` (integers: ``num``, ``den``,
+    ``high_den`` >= 1, ``high_num > high_den``, ``s, t >= 0``).
+
+    Equality (``(num/den)^s = (high_num/high_den)^t``) is decided in small integers by
+    :func:`_powers_equal`; any other sign by decimal logarithms (correctly rounded, so with a
+    known error bound) at a precision raised until the difference exceeds that bound, which
+    it does since it is not zero.
+
+    >>> _log_order(16, 8, 8, 128, 8, 2), _log_order(17, 8, 8, 128, 8, 2)
+    (0, 1)
+    """
+    if _powers_equal(num, den, s, high_num, high_den, t):
+        return 0
+    logs = [math.log(n) for n in (num, den, high_num, high_den)]
+    size = s * (logs[0] + logs[1]) + t * (logs[2] + logs[3]) + 1.0  # bounds every term
+    precision = 40
+    while precision <= 40 * 2**10:  # a nonzero difference needs far fewer digits than this
+        with decimal.localcontext(decimal.Context(prec=precision)):
+            ln = [decimal.Decimal(n).ln() for n in (num, den, high_num, high_den)]
+            difference = s * (ln[0] - ln[1]) - t * (ln[2] - ln[3])
+            # each ln, difference and product rounded once to `precision` digits: a few
+            # units of 10^(1 - precision) of `size` in all; 100 of them is a safe bound
+            bound = decimal.Decimal(size) * decimal.Decimal(10) ** (3 - precision)
+            if abs(difference) > bound:
+                return 1 if difference > 0 else -1
+        precision *= 2
+    raise ArithmeticError(  # unreachable: _powers_equal decides every zero difference
+        f"cannot order {s}*ln({num}/{den}) and {t}*ln({high_num}/{high_den})"
+    )
+
+
+def _powers_equal(num: int, den: int, s: int, high_num: int, high_den: int, t: int) -> bool:
+    """Whether ``(num/den)^s == (high_num/high_den)^t`` exactly (``high_num > high_den``,
+    ``s, t >= 0``).
+
+    In lowest terms ``p/q`` and ``P/Q``, and with ``g = gcd(s, t)``: ``p^(s/g) = P^(t/g)``
+    and ``q^(s/g) = Q^(t/g)``; with ``s/g`` and ``t/g`` coprime, ``p`` and ``q`` are then
+    ``(t/g)``-th powers ``z^(t/g)`` with ``P = z^(s/g)`` (and the same for ``q``, ``Q``).
+    Integer roots of numbers of a few dozen bits: no big powers.
+    """
+    g = math.gcd(num, den)
+    p, q = num // g, den // g
+    g = math.gcd(high_num, high_den)
+    big_p, big_q = high_num // g, high_den // g
+    left_is_one, right_is_one = s == 0 or p == q, t == 0  # P > Q: a power of it is not 1
+    if left_is_one or right_is_one:
+        return left_is_one and right_is_one
+    g = math.gcd(s, t)
+    s1, t1 = s // g, t // g
+    for small, big in ((p, big_p), (q, big_q)):
+        root = _integer_root(small, t1)
+        if root is None or not _is_power(big, root, s1):
+            return False
+    return True
+
+
+def _integer_root(n: int, k: int) -> int | None:
+    """The integer ``z`` with ``z^k = n`` (``n >= 1``, ``k >= 1``), or None."""
+    if n == 1:
+        return 1
+    if k >= n.bit_length():  # z >= 2 gives z^k >= 2^k > n
+        return None
+    guess = round(math.pow(n, 1.0 / k))
+    for z in (guess - 1, guess, guess + 1):
+        if z >= 2 and z**k == n:
+            return z
+    return None
+
+
+def _is_power(n: int, z: int, k: int) -> bool:
+    """Whether ``z^k == n`` (``z >= 1``, ``k >= 1``), without a power bigger than ``n``."""
+    if z == 1:
+        return n == 1
+    if k * (z.bit_length() - 1) > n.bit_length():
+        return False
+    return bool(z**k == n)
 
 
 def t5_buckets(
@@ -124,12 +255,12 @@ def t5_buckets(
     """
     if not isinstance(bidirectional, bool | np.bool_):
         raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
-    buckets = check_count("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
+    buckets = check_buckets("num_buckets", num_buckets, 4 if bidirectional else 2)
     mode = _check_convention(convention)
     rel = _relative(relative_positions)
     side = buckets // 2 if bidirectional else buckets
     exact = side // 2
-    far = check_count("max_distance", max_distance)
+    far = check_far("max_distance", max_distance)
     if far <= exact:
         raise ValueError(
             f"max_distance must be greater than max_exact = {exact} (half of the "
@@ -138,8 +269,9 @@ def t5_buckets(
     offset = np.where(rel > 0, side, 0) if bidirectional else np.zeros_like(rel)
     distance = np.abs(rel) if bidirectional else np.maximum(-rel, 0)
     large = np.maximum(distance, exact)
-    if mode == "exact":
-        log_bin = _floor_log_ratio(large, exact, far, exact, side - exact, ceil=False)
+    if mode == "exact":  # from max_distance on, every distance is in the last bucket
+        nearer = np.minimum(large, far)
+        log_bin = _floor_log_ratio(nearer, exact, far, exact, side - exact, ceil=False)
     else:
         log_bin = _t5_float32(large, exact, far, side - exact)
     far_bucket = np.minimum(exact + log_bin, side - 1)
@@ -181,9 +313,9 @@ def deberta_buckets(
     >>> deberta_buckets([0, 3, 4, 5, 100, -100], bucket_size=8, max_position=64)
     array([ 0,  3,  4,  5,  8, -8])
     """
-    size = check_count("bucket_size", bucket_size, minimum=2)
+    size = check_buckets("bucket_size", bucket_size, 2)
     mode = _check_convention(convention)
-    position = check_count("max_position", max_position)
+    position = check_far("max_position", max_position)
     mid = size // 2
     if position - 1 <= mid:
         raise ValueError(

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from .._checks import check_float_dtype
 from .buckets import BucketConvention, t5_buckets
-from .positions import as_positions, cast_in_blocks, check_pairs, check_parameter
+from .positions import as_position_pair, cast_in_blocks, real_values
 
 __all__ = ["t5_bias"]
 
@@ -41,8 +41,9 @@ def t5_bias(
     """T5's relative bias ``(heads, q, k)`` from a ``(num_buckets, heads)`` table.
 
     Args:
-        table: the learned table, shape ``(num_buckets, heads)`` (T5's
-            ``relative_attention_bias.weight``), finite numbers.
+        table: the learned table, shape ``(num_buckets, heads)`` with ``heads >= 1``, finite
+            numbers: an array, or T5's ``relative_attention_bias.weight`` itself (a
+            framework's parameter is read detached, on the host; bfloat16 exactly).
         query_positions, key_positions: an int ``L`` or 1-D integer positions each.
         bidirectional, num_buckets, max_distance, convention: as :func:`posenc.t5_buckets`.
         dtype: float32 (default), float16 or float64: the table's values cast once.
@@ -53,19 +54,6 @@ def t5_bias(
     >>> t5_bias(np.ones((32, 12)), 5, 5).shape
     (12, 5, 5)
     """
-    values = np.asarray(table)
-    if values.ndim != 2 or values.shape[0] != num_buckets:
-        raise ValueError(
-            f"table must have shape (num_buckets, heads) = ({num_buckets!r}, heads), got "
-            f"shape {values.shape}"
-        )
-    weights = np.stack([check_parameter("table", column) for column in values.T], axis=1)
-    out_dtype = check_float_dtype("dtype", dtype)
-    query = as_positions("query_positions", query_positions)
-    key = as_positions("key_positions", key_positions)
-    check_pairs("query_positions and key_positions", (query.size, key.size), copies=2)
-    shape = (weights.shape[1], query.size, key.size)
-    check_pairs("table, query_positions and key_positions", shape)
 
     def buckets(relative: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return t5_buckets(
@@ -74,6 +62,17 @@ def t5_bias(
         )  # fmt: skip
 
     buckets(np.zeros(0, dtype=np.int64))  # checks the settings, even for no pairs
+    weights = real_values("table", table)
+    if weights.ndim != 2 or weights.shape[0] != num_buckets or weights.shape[1] < 1:
+        raise ValueError(
+            f"table must have shape (num_buckets, heads) = ({num_buckets!r}, heads) with "
+            f"heads >= 1, got shape {weights.shape}"
+        )
+    out_dtype = check_float_dtype("dtype", dtype)
+    query, key = as_position_pair(
+        query_positions, key_positions, heads=weights.shape[1], head_names="table"
+    )
+    shape = (weights.shape[1], query.size, key.size)
     out = np.empty(shape, dtype=out_dtype)
 
     def block(rows: slice) -> npt.NDArray[np.float64]:

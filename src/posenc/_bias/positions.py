@@ -18,6 +18,7 @@ array([[ 0,  1,  2],
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,20 +33,26 @@ from .._checks import (
     check_int,
     check_position_magnitude,
     check_positions,
+    detached,
+    is_integer,
 )
 
 __all__ = [
     "BLOCK_VALUES",
+    "as_position_pair",
     "as_positions",
     "bfloat16_round",
     "cast_bias",
     "cast_in_blocks",
     "check_count",
     "check_fits",
+    "check_number",
     "check_offset",
     "check_pairs",
     "check_parameter",
+    "position_count",
     "query_blocks",
+    "real_values",
     "relative_positions",
 ]
 
@@ -66,7 +73,10 @@ def as_positions(name: str, value: Any) -> npt.NDArray[np.int64]:
     if length is not None:
         check_allocation(name, (length,), 8)
         return np.arange(length, dtype=np.int64)
-    array = check_positions(name, value)
+    given = detached(value)
+    if isinstance(given, np.ndarray) and given.dtype.kind == "O" and given.size == 0:
+        given = np.zeros(given.shape, dtype=np.int64)  # no positions, of no dtype
+    array = check_positions(name, given)
     if array.dtype.kind == "f":
         if array.size and not np.all(array == np.floor(array)):
             raise TypeError(f"{name} must be integer positions, got fractional values")
@@ -96,10 +106,58 @@ def relative_positions(query_positions: Any, key_positions: Any) -> npt.NDArray[
     >>> relative_positions([4], 5)        # one decoding step at position 4
     array([[-4, -3, -2, -1,  0]])
     """
-    query = as_positions("query_positions", query_positions)
-    key = as_positions("key_positions", key_positions)
-    check_pairs("query_positions and key_positions", (query.size, key.size), copies=2)
+    query, key = as_position_pair(query_positions, key_positions, copies=2)
     return key[None, :] - query[:, None]
+
+
+def position_count(name: str, value: Any) -> int:
+    """How many positions ``value`` holds, found without building them: ``L`` for a length
+    (checked), else the number of entries of the array-like (0 when it cannot be read as an
+    array: :func:`as_positions` then refuses it by name).
+
+    >>> position_count("key_positions", 10**9), position_count("key_positions", [4, 7])
+    (1000000000, 2)
+    """
+    length = as_length(name, value)
+    if length is not None:
+        return length
+    value = detached(value)
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and all(is_integer(n) for n in shape):
+        return math.prod(int(n) for n in shape)
+    try:
+        return int(np.asarray(value).size)
+    except Exception:  # ragged lists and the like: refused by as_positions, by name
+        return 0
+
+
+def as_position_pair(
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    heads: int | None = None,
+    head_names: str = "heads",
+    copies: int = 3,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Query and key positions (:func:`as_positions`), once the result they ask for is known
+    to fit: ``copies`` float64 arrays of ``(heads, q, k)`` (``(q, k)`` without ``heads``),
+    refused by :func:`check_pairs` before anything proportional to ``q`` or ``k`` (not even
+    the positions ``0 .. L-1`` of a length) is allocated. ``head_names`` names what decides
+    ``heads`` in that refusal (``"r1"``, ``"table"``).
+
+    >>> query, key = as_position_pair(2, [5, 9, 11])
+    >>> query, key
+    (array([0, 1]), array([ 5,  9, 11]))
+    """
+    q = position_count("query_positions", query_positions)
+    k = position_count("key_positions", key_positions)
+    if heads is None:
+        check_pairs("query_positions and key_positions", (q, k), copies)
+    else:
+        check_pairs(f"{head_names}, query_positions and key_positions", (heads, q, k), copies)
+    return as_positions("query_positions", query_positions), as_positions(
+        "key_positions", key_positions
+    )
 
 
 def check_pairs(names: str, shape: tuple[int, ...], copies: int = 3) -> None:
@@ -136,21 +194,19 @@ def check_offset(name: str, value: Any) -> int:
     return offset
 
 
-def check_parameter(
-    name: str, value: Any, heads: int | None = None, *, positive: bool = False
-) -> npt.NDArray[np.float64]:
-    """A learnable parameter as float64: a number, or one per head (shape ``(heads,)``).
+def real_values(name: str, value: Any) -> npt.NDArray[np.float64]:
+    """``value`` (a number or an array-like of any shape; a framework's tensor is read through
+    :func:`~posenc._checks.detached`) as finite float64 numbers.
 
-    NaN and infinities are refused by name; ``positive`` also refuses values <= 0.
+    Booleans, strings, complex numbers and ragged lists are a ``TypeError``; NaN, infinities
+    and numbers beyond float64 a ``ValueError``, each naming ``name``.
 
-    >>> check_parameter("r1", [1.0, float("nan")], 2)
-    Traceback (most recent call last):
-    ...
-    ValueError: r1 must be finite, got nan among its values
+    >>> real_values("table", [[1, 2]])
+    array([[1., 2.]])
     """
     try:
-        given = np.asarray(value)
-    except (TypeError, ValueError) as exc:
+        given = np.asarray(detached(value))
+    except Exception as exc:  # ragged lists, objects NumPy cannot read
         raise TypeError(
             f"{name} must be a real number or an array of them, got {_show(value)}"
         ) from exc
@@ -162,15 +218,55 @@ def check_parameter(
     if given.dtype.kind not in "iuf":  # strings, bytes, complex numbers
         raise TypeError(f"{name} must be real numbers, got {_show(value)}")
     array = given.astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        bad = float(array[~np.isfinite(array)].flat[0])
+        raise ValueError(f"{name} must be finite, got {bad!r} among its values")
+    return array
+
+
+def check_parameter(
+    name: str, value: Any, heads: int | None = None, *, positive: bool = False
+) -> npt.NDArray[np.float64]:
+    """A learnable parameter as float64: a number, or one per head (shape ``(heads,)``, at
+    least one head). A framework's tensor (a ``Parameter`` that requires grad) is read
+    through :func:`~posenc._checks.detached`.
+
+    NaN and infinities are refused by name; ``positive`` also refuses values <= 0.
+
+    >>> check_parameter("r1", [1.0, float("nan")], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: r1 must be finite, got nan among its values
+    >>> check_parameter("r1", [])
+    Traceback (most recent call last):
+    ...
+    ValueError: r1 must be a number or one value per head (at least one), got an empty array
+    """
+    array = real_values(name, value)
     if array.ndim > 1 or (heads is not None and array.ndim == 1 and array.shape[0] != heads):
         want = f"a number or shape ({heads},)" if heads is not None else "a number or 1-D"
         raise ValueError(f"{name} must be {want}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        bad = float(array[~np.isfinite(array)].flat[0]) if array.ndim else float(array)
-        raise ValueError(f"{name} must be finite, got {bad!r} among its values")
+    if array.ndim == 1 and array.size == 0:
+        raise ValueError(
+            f"{name} must be a number or one value per head (at least one), got an empty array"
+        )
     if positive and np.any(array <= 0):
         raise ValueError(f"{name} must be > 0, got {float(np.min(array))!r}")
     return array
+
+
+def check_number(name: str, value: Any, *, positive: bool = False) -> float:
+    """A parameter that is one number (:func:`check_parameter` of a 0-d value), as a float.
+
+    >>> check_number("c", [1.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    TypeError: c must be a number, got an array of shape (2,)
+    """
+    array = check_parameter(name, value, positive=positive)
+    if array.ndim:
+        raise TypeError(f"{name} must be a number, got an array of shape {array.shape}")
+    return float(array)
 
 
 def bfloat16_round(values: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
@@ -201,6 +297,11 @@ def check_fits(values: npt.NDArray[Any], largest: float, dtype_name: str) -> Non
     if values.size == 0:
         return
     peak = float(np.max(np.abs(values)))
+    if not peak <= float(np.finfo(np.float64).max):  # inf or NaN: no dtype holds it
+        raise ValueError(
+            "the arguments give a bias beyond float64 (its values overflow to infinity); "
+            "choose smaller parameters"
+        )
     if peak > largest:
         raise ValueError(
             f"dtype={dtype_name} cannot hold this bias: its values reach {peak:.6g} in "

@@ -4,12 +4,19 @@ Transformer") applies with RoPE.
 Query channel pair ``k`` of a token at position ``p`` is multiplied by
 ``ζ_k^(p / scale_base)`` and the key's by its inverse, ``ζ_k = (2k + γ·d) / ((1 + γ)·d)``,
 ``γ = 0.4``; the score of query ``i`` and key ``j`` then decays like ``ζ^((i − j)/scale_base)``.
-rotary-embedding-torch (``use_xpos=True``) centres the positions as ``p − L // 2``,
-torchscale's ``XPOS`` as ``p − (L + offset) // 2``; pass the positions the model uses.
+The libraries centre the positions before scaling; pass the positions the model uses:
+
+- rotary-embedding-torch (``use_xpos=True``): ``p − L // 2`` for ``p = 0 .. L-1``;
+- torchscale's ``XPOS(x, offset)``: ``p + (−(L + offset) // 2)`` in Python, that is
+  ``p − ceil((L + offset) / 2)``, for the last ``L`` of ``p = 0 .. L + offset − 1`` (one
+  less than ``p − (L + offset) // 2`` when ``L + offset`` is odd).
 
 >>> xpos_scales([0, 512], 4)
 array([[1.        , 1.        , 1.        , 1.        ],
        [0.28571429, 0.28571429, 0.64285714, 0.64285714]])
+>>> L, offset = 3, 2                     # torchscale's positions of 3 tokens after 2
+>>> np.arange(L + offset)[-L:] - (L + offset + 1) // 2
+array([-1,  0,  1])
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import check_allocation, check_int, check_positions, check_real
-from .positions import check_parameter
+from .._checks import check_allocation, check_int, check_positions, check_real, detached
+from .positions import check_number
 
 __all__ = ["xpos_scales"]
 
@@ -55,8 +62,8 @@ def xpos_scales(
     dim = check_int("head_dim", head_dim, minimum=2)
     if dim % 2:
         raise ValueError(f"head_dim must be even, got {dim}")
-    base = float(check_parameter("scale_base", scale_base, positive=True))
-    g = float(check_parameter("gamma", gamma, positive=True))
+    base = check_number("scale_base", scale_base, positive=True)
+    g = check_number("gamma", gamma, positive=True)
     check_real("scale_base", base)
     if pairs not in ("interleaved", "half"):
         raise ValueError(f"pairs must be 'interleaved' or 'half', got {pairs!r}")
@@ -64,10 +71,13 @@ def xpos_scales(
         length = check_int("positions", positions, minimum=0)
         check_allocation("positions and head_dim", (length, dim), 8, 3)
         positions = np.arange(length)
-    where = check_positions("positions", positions).astype(np.float64)
+    where = check_positions("positions", detached(positions)).astype(np.float64)
     check_allocation("positions and head_dim", (*where.shape, dim), 8, 3)
     check_allocation("head_dim", (dim // 2,), 8, 2)
-    zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+    if np.isfinite((1.0 + g) * float(dim)):
+        zeta = (np.arange(0, dim, 2) + g * dim) / ((1.0 + g) * dim)
+    else:  # γ near 1e308: the same ζ without overflowing
+        zeta = (np.arange(0, dim, 2) / dim + g) / (1.0 + g)
     with np.errstate(over="ignore", under="ignore"):  # refused below by name
         scales = zeta ** (where[..., None] / base)
     beyond = ~np.isfinite(scales) | (scales < np.finfo(np.float64).tiny)

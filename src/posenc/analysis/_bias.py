@@ -16,12 +16,20 @@ import numpy as np
 import numpy.typing as npt
 
 from .._bias.alibi import alibi_slopes
-from .._bias.buckets import deberta_buckets, t5_buckets
-from .._bias.positions import check_count
-from .._checks import _show
+from .._bias.buckets import check_buckets, check_far, deberta_buckets, t5_buckets
+from .._bias.positions import check_count, real_values
+from .._checks import _show, check_allocation, check_int
 from ._results import BiasProfile, BucketMap, SlopeTable
 
-__all__ = ["bias_profile", "bucket_map", "slope_table"]
+__all__ = [
+    "bias_profile",
+    "bias_profile_at",
+    "bucket_map",
+    "bucket_map_at",
+    "check_distance",
+    "check_table",
+    "slope_table",
+]
 
 #: The largest ``distance`` the functions of this module take: ``2·distance + 1`` relative
 #: positions (a figure has fewer pixels).
@@ -30,30 +38,32 @@ MAX_DISTANCE = 1 << 20
 _RULES = ("bloom", "mpt", "falcon")
 
 
-def _relative(distance: Any) -> npt.NDArray[np.int64]:
-    far = check_count("distance", distance)
+def check_distance(distance: Any) -> int:
+    """The largest ``|r|`` shown: an int in ``[1, 2**20]``."""
+    far = check_int("distance", distance, minimum=1)  # bounded before any size check
     if far > MAX_DISTANCE:
         raise ValueError(f"distance must be at most {MAX_DISTANCE} (2**20), got {far}")
+    return far
+
+
+def _relative(distance: Any) -> npt.NDArray[np.int64]:
+    far = check_distance(distance)
     return np.arange(-far, far + 1, dtype=np.int64)
 
 
-def _table(table: Any, num_buckets: int) -> npt.NDArray[np.float64]:
+def check_table(table: Any, num_buckets: int) -> npt.NDArray[np.float64]:
+    """T5's learned ``(num_buckets, heads)`` table as finite float64 numbers."""
     if table is None:
         raise ValueError(
             "method='t5' needs table=: the learned (num_buckets, heads) weights, e.g. "
             "model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight"
         )
-    array = np.asarray(table)
-    if array.dtype.kind not in "fiu" or array.dtype.kind == "b":
-        raise TypeError(f"table must hold real numbers, got dtype {array.dtype}")
-    if array.ndim != 2 or array.shape[0] != num_buckets or array.shape[1] < 1:
+    values = real_values("table", table)  # a framework's parameter is read detached
+    if values.ndim != 2 or values.shape[0] != num_buckets or values.shape[1] < 1:
         raise ValueError(
             f"table must have shape (num_buckets, heads) = ({num_buckets}, heads), got "
-            f"{array.shape}"
+            f"{values.shape}"
         )
-    values = array.astype(np.float64)
-    if not np.isfinite(values).all():
-        raise ValueError("table must hold finite numbers, got NaN or infinity")
     return values
 
 
@@ -79,12 +89,14 @@ def bias_profile(
         distance: the largest ``|r|`` shown, an int in ``[1, 2**20]``.
         max_bias: ALiBi's ``max_bias`` (8 in the paper, MPT's ``alibi_bias_max``).
         table: T5: the learned ``(num_buckets, heads)`` weights (``relative_attention_bias.
-            weight``); required for ``"t5"``.
+            weight``, read detached); required for ``"t5"``.
         num_buckets, max_distance, bidirectional: T5's bucket settings (see
             :func:`posenc.t5_buckets`).
 
     Returns:
-        :class:`BiasProfile`, ``values`` float64 ``(heads, 2·distance + 1)``.
+        :class:`BiasProfile`, ``values`` float64 ``(heads, 2·distance + 1)``; a result
+        beyond the machine's memory (many heads and a long distance) is refused before it is
+        allocated, naming ``heads`` (or ``table``) and ``distance``.
 
     >>> profile = bias_profile("alibi", heads=2, distance=2)
     >>> profile.relative
@@ -93,24 +105,48 @@ def bias_profile(
     array([[-0.125     , -0.0625    ,  0.        , -0.0625    , -0.125     ],
            [-0.0078125 , -0.00390625,  0.        , -0.00390625, -0.0078125 ]])
     """
-    relative = _relative(distance)
+    return bias_profile_at(
+        method, _relative(distance), heads=heads, max_bias=max_bias, table=table,
+        num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional,
+    )  # fmt: skip
+
+
+def bias_profile_at(
+    method: str,
+    relative: npt.NDArray[np.int64],
+    *,
+    heads: int | None = None,
+    max_bias: float = 8.0,
+    table: Any = None,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    bidirectional: bool = True,
+    rows: npt.NDArray[np.int64] | None = None,
+) -> BiasProfile:
+    """:func:`bias_profile` at the given ascending ``relative`` positions (checked by the
+    caller), for the heads ``rows`` only (default: every head): what a figure draws of a
+    long range or of many heads, without the whole profile."""
     if method == "alibi":
         if table is not None:
             raise ValueError("table applies to method='t5' only (ALiBi has no learned table)")
         slopes = alibi_slopes(8 if heads is None else heads, max_bias=max_bias)
-        values = 0.0 - slopes[:, None] * np.abs(relative)[None, :].astype(np.float64)
-        return BiasProfile("alibi", relative, values, slopes, None)
+        chosen = slopes if rows is None else slopes[rows]
+        check_allocation("heads and distance", (chosen.size, relative.size), 8, 2)
+        values = 0.0 - chosen[:, None] * np.abs(relative)[None, :].astype(np.float64)
+        return BiasProfile("alibi", relative, values, chosen, None)
     if method == "t5":
         count = check_count("num_buckets", num_buckets, minimum=2)
-        weights = _table(table, count)
+        weights = check_table(table, count)
         if heads is not None and check_count("heads", heads) != weights.shape[1]:
             raise ValueError(
                 f"heads must be None or the table's {weights.shape[1]} heads, got {heads!r}"
             )
+        chosen_weights = weights if rows is None else weights[:, rows]
+        check_allocation("table and distance", (chosen_weights.shape[1], relative.size), 8, 2)
         buckets = t5_buckets(
             relative, bidirectional=bidirectional, num_buckets=count, max_distance=max_distance
         )
-        return BiasProfile("t5", relative, weights[buckets].T.copy(), None, buckets)
+        return BiasProfile("t5", relative, chosen_weights[buckets].T.copy(), None, buckets)
     raise ValueError(f"method must be 'alibi' or 't5', got {_show(method)}")
 
 
@@ -141,7 +177,22 @@ def bucket_map(
     >>> m.buckets, m.exact_limit
     (array([2, 2, 2, 1, 0, 5, 6, 6, 6]), 1)
     """
-    relative = _relative(distance)
+    return bucket_map_at(
+        method, _relative(distance), num_buckets=num_buckets, max_distance=max_distance,
+        bidirectional=bidirectional,
+    )  # fmt: skip
+
+
+def bucket_map_at(
+    method: str,
+    relative: npt.NDArray[np.int64],
+    *,
+    num_buckets: int | None = None,
+    max_distance: int | None = None,
+    bidirectional: bool = True,
+) -> BucketMap:
+    """:func:`bucket_map` at the given ascending ``relative`` positions (checked by the
+    caller): what a figure draws of a long range."""
     if method == "t5":
         count = 32 if num_buckets is None else num_buckets
         far = 128 if max_distance is None else max_distance
@@ -155,8 +206,9 @@ def bucket_map(
             raise TypeError(f"bidirectional must be True or False, got {_show(bidirectional)}")
         if not bidirectional:
             raise ValueError("bidirectional must be True for method='deberta' (an encoder)")
-        size = check_count("num_buckets", 256 if num_buckets is None else num_buckets, 2)
-        far = check_count("max_distance", 512 if max_distance is None else max_distance)
+        # DeBERTa's bucket_size and max_position, checked under this function's names
+        size = check_buckets("num_buckets", 256 if num_buckets is None else num_buckets, 2)
+        far = check_far("max_distance", 512 if max_distance is None else max_distance)
         if far - 1 <= size // 2:
             raise ValueError(
                 f"max_distance (DeBERTa's max_position) must be greater than num_buckets // 2 "

@@ -11,8 +11,9 @@ identify`` (``--key``, ``--max-bytes``), with ``--num-buckets``, ``--max-distanc
 and Falcon compute them: ``--heads``, ``--max-bias``). See ``posenc.plot.PLOTS``.
 Options a kind does not use (e.g. ``--length`` for ``wavelengths``) are rejected, not ignored.
 Long ranges are drawn from evenly spaced positions (at most 2048 rows of a heatmap or of a
-similarity matrix, 10,000 points of a curve) and the figure's title says so, so any
-``--length`` up to 2**53 + 1 finishes in bounded time and memory.
+similarity matrix, 10,000 points of a curve: the bias and bucket plots draw at most 9,999
+relative positions and 2048 heads) and the figure's title says so, so any ``--length`` up to
+2**53 + 1, and any ``--distance`` up to 2**20, finishes in bounded time and memory.
 The figure is written to a temporary file renamed to ``--out`` when complete; an existing file
 is replaced only with ``--force``. Needs matplotlib: ``pip install matplotlib``.
 """
@@ -214,6 +215,11 @@ def _t5_table(args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
     except (ValueError, TypeError) as exc:  # one line naming the file, from the reader
         raise type(exc)(f"--table: {exc}; a T5 table is (num_buckets, heads)") from None
     table = found.array
+    if table.ndim == 2 and table.shape[1] < 1:
+        raise ValueError(
+            f"--table {args.table} must hold at least one head: (num_buckets, heads) with "
+            f"heads >= 1, got {table.shape}"
+        )
     buckets = 32 if args.num_buckets is None else args.num_buckets
     if table.shape[0] != buckets:
         hint = " (transposed? it is (heads, num_buckets))" if table.shape[1] == buckets else ""
@@ -227,6 +233,14 @@ def _t5_table(args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
         )
     if not np.isfinite(table).all():
         raise ValueError(f"--table {args.table} must hold finite numbers, got NaN or infinity")
+    from .._figure_data import MAX_DRAWN_VALUE
+
+    peak = float(np.max(np.abs(table.astype(np.float64))))
+    if peak > MAX_DRAWN_VALUE:
+        raise ValueError(
+            f"--table {args.table} holds values up to {peak:.3g} in magnitude; a figure draws "
+            f"values within +-{MAX_DRAWN_VALUE:.0e} (its axes would overflow)"
+        )
     kwargs["table"] = table
 
 

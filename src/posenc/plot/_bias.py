@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import as_float
-from .._figure_data import bias_curves, bucket_regions, slope_rows
+from .._figure_data import bias_curves, bucket_regions, extent, slope_rows
 from .._figure_data import check_path as _check_path
 from ._canvas import Figure, _finish, _index_locator, _new_figure
 
@@ -37,16 +37,20 @@ def bias_plot(
     """What each head adds to the score against the relative position ``key − query``.
 
     Left: one curve per head (16 evenly spaced heads when there are more); right: every head
-    as a row of an image. ALiBi (default): ``−m_h·|r|`` with the exact slopes of
-    :func:`posenc.alibi_slopes`. With ``table`` (a T5 model's learned ``(num_buckets,
-    heads)`` weights), the T5 bias ``table[bucket(r), h]``; ``heads`` is then the table's.
-    Numbers from :func:`posenc.analysis.bias_profile`.
+    as a row of an image (512 evenly spaced heads when there are more). Above 10,000
+    relative positions, the curves are drawn through 9,999 evenly spaced ones (0 and both
+    ends included; the image through 2047), and the title says so. ALiBi (default):
+    ``−m_h·|r|`` with the exact slopes of :func:`posenc.alibi_slopes`. With ``table`` (a T5
+    model's learned ``(num_buckets, heads)`` weights), the T5 bias ``table[bucket(r), h]``;
+    ``heads`` is then the table's. Numbers from :func:`posenc.analysis.bias_profile`.
 
     Args:
-        heads: ALiBi's number of heads, an int >= 1 (default 8); T5: None or the table's.
+        heads: ALiBi's number of heads, an int in ``[1, 2**16]`` (default 8); T5: None or the
+            table's.
         distance: relative positions ``-distance .. distance``, an int in ``[1, 2**20]``.
         max_bias: ALiBi's ``max_bias``.
-        table, num_buckets, max_distance, bidirectional: T5's weights and bucket settings.
+        table, num_buckets, max_distance, bidirectional: T5's weights (finite, within
+            +-1e300: an axis cannot span more) and bucket settings.
         path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save it.
 
     Returns:
@@ -58,36 +62,43 @@ def bias_plot(
     """
     target = _check_path(path)
     bias_max = as_float("max_bias", max_bias, "a positive finite number")
-    profile, shown = bias_curves(
-        heads, distance, bias_max, table, (num_buckets, max_distance, bidirectional)
-    )
-    heads = profile.values.shape[0]
+    data = bias_curves(heads, distance, bias_max, table, (num_buckets, max_distance, bidirectional))
+    heads, curves, image_data = data.heads, data.curves, data.image
     fig = _new_figure(12.5, 4.8, wspace=0.06)
     left, right = fig.subplots(1, 2)
-    colours = _colours(len(shown))
-    for colour, h in zip(colours, shown, strict=True):
-        left.plot(profile.relative, profile.values[h], color=colour, lw=1.2, label=f"head {h}")
+    colours = _colours(data.curve_heads.size)
+    for colour, values, h in zip(colours, curves.values, data.curve_heads, strict=True):
+        left.plot(curves.relative, values, color=colour, lw=1.2, label=f"head {int(h)}")
     left.xaxis.set_major_locator(_index_locator())
     left.set_xlabel("relative position key − query (tokens)")
     left.set_ylabel("bias added to the score (logits)")
     left.grid(alpha=0.3)
     left.legend(fontsize="x-small", ncol=2)
-    left.set_title("per head" + (f" ({len(shown)} of {heads} heads)" if len(shown) < heads else ""))
-    low, high = float(profile.relative[0]) - 0.5, float(profile.relative[-1]) + 0.5
+    some = data.curve_heads.size < heads
+    left.set_title("per head" + (f" ({data.curve_heads.size} of {heads} heads)" if some else ""))
+    low, high = extent(image_data.relative)
     image = right.imshow(
-        profile.values, aspect="auto", cmap="viridis", interpolation="nearest",
-        extent=(low, high, profile.values.shape[0] - 0.5, -0.5),
+        image_data.values, aspect="auto", cmap="viridis", interpolation="nearest",
+        extent=(low, high, heads - 0.5, -0.5),
     )  # fmt: skip
     right.set_xlabel("relative position key − query (tokens)")
     right.set_ylabel("head")
     right.yaxis.set_major_locator(_index_locator())
-    right.set_title("every head")
+    drawn = data.image_heads.size
+    right.set_title(
+        "every head" if drawn == heads else f"{drawn:,} evenly spaced of {heads:,} heads"
+    )
     fig.colorbar(image, ax=right, shrink=0.9).set_label("bias (logits)")
-    if profile.method == "alibi":
+    if curves.method == "alibi":
         what = f"ALiBi, {heads} heads, max_bias={bias_max:g}, exact slopes"
     else:
-        what = (f"T5 buckets over a learned table, {profile.values.shape[0]} heads, "
+        what = (f"T5 buckets over a learned table, {heads} heads, "
                 f"num_buckets={num_buckets}, max_distance={max_distance}")  # fmt: skip
+    if curves.relative.size < data.positions:
+        what += (
+            f"\n({curves.relative.size:,} evenly spaced of {data.positions:,} relative "
+            "positions drawn)"
+        )
     fig.suptitle(f"Attention bias against relative position\n{what}")
     return _finish(fig, target)
 
@@ -103,7 +114,8 @@ def bucket_plot(
 ) -> Figure:
     """The bucket of every relative position ``key − query``, with the exact region (each
     distance its own bucket), the logarithmic one, and T5's last bucket (every distance from
-    ``max_distance`` on) shaded. Numbers from :func:`posenc.analysis.bucket_map`.
+    ``max_distance`` on) shaded. Numbers from :func:`posenc.analysis.bucket_map`; above 10,000
+    relative positions the map is drawn through 9,999 evenly spaced ones, as the title says.
 
     Args:
         method: ``"t5"`` (default 32 buckets, max_distance 128) or ``"deberta"`` (default
@@ -142,6 +154,9 @@ def bucket_plot(
         what = f"T5, num_buckets={m.num_buckets}, max_distance={m.max_distance}, {direction}"
     else:
         what = f"DeBERTa, bucket_size={m.num_buckets}, max_position={m.max_distance}"
+    positions = 2 * int(m.relative[-1]) + 1
+    if m.relative.size < positions:
+        what += f"\n({m.relative.size:,} evenly spaced of {positions:,} relative positions drawn)"
     ax.set_title(f"Buckets against relative position\n{what}")
     return _finish(fig, target)
 
@@ -154,8 +169,9 @@ def slope_plot(
     Numbers from :func:`posenc.analysis.slope_table`.
 
     Args:
-        heads: number of heads, an int >= 1.
-        max_bias: 8 in the paper; with another value only MPT's rule is drawn.
+        heads: number of heads, an int in ``[1, 2**16]``.
+        max_bias: 8 in the paper, at most 126 (float32's normal range); with another value
+            than 8 only MPT's rule is drawn.
         path: ``None``, or a file name ending in ``.png`` or ``.svg`` to also save it.
 
     >>> fig = slope_plot(12)
