@@ -172,7 +172,7 @@ def test_plot_defaults_to_kind_png(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (["heatmap", "--length", str(10**20)], "--length must be at most 2**53 + 1"),
         (["rotation", "--position", str(10**20)], "--position + --shift must lie within +-2**53"),
         (["precision", "--max-position", str(10**20)], "--max-position must be at most 2**53"),
-        (["slopes", "--heads", str(10**20)], "--heads ask for a result of shape"),
+        (["slopes", "--heads", str(10**20)], "--heads must be at most 65536 for a figure"),
         (["heatmap", "--d-model", str(10**20)], "--length and --d-model ask for"),
     ],
 )
