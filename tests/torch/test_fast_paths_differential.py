@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from unittest import mock
 
 import pytest
 
@@ -79,41 +80,37 @@ def _scheduled_run(order: str):
 
 
 @contextlib.contextmanager
+def torch_threads(count: int):
+    """PyTorch at ``count`` intra-op threads inside the block (restored on exit)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+@contextlib.contextmanager
 def kernels(threads: int, schedule: str, *, chunk: int = 1024, block: int = 256):
     """PyTorch at ``threads`` threads, small pieces (rope ``chunk`` bytes, add ``block``
     bytes, tasks of one piece or block), handed to threads (``threads``, ``last-first``,
     ``reversed``) or all run by the calling thread (``caller``)."""
-    saved_threads = torch.get_num_threads()
-    saved = (
-        _workers.SPREAD_MIN_BYTES,
-        _workers.TASK_BYTES,
-        _workers.run,
-        rotary._CHUNK_BYTES,
-        rotary._SMALL_HALF,
-        fused.BLOCK_BYTES,
-        fused.FUSE_MIN_BYTES,
-    )
-    torch.set_num_threads(threads)
-    try:
-        if schedule != "caller":
-            _workers.SPREAD_MIN_BYTES = 0
-        _workers.TASK_BYTES = 1
-        if schedule in ("last-first", "reversed"):
-            _workers.run = _scheduled_run(schedule)
-        rotary._CHUNK_BYTES, rotary._SMALL_HALF = chunk, 0
-        fused.BLOCK_BYTES, fused.FUSE_MIN_BYTES = block, 0
+    values = [
+        (_workers, "TASK_BYTES", 1),
+        (rotary, "_CHUNK_BYTES", chunk),
+        (rotary, "_SMALL_HALF", 0),
+        (fused, "BLOCK_BYTES", block),
+        (fused, "FUSE_MIN_BYTES", 0),
+    ]
+    if schedule != "caller":
+        values.append((_workers, "SPREAD_MIN_BYTES", 0))
+    if schedule in ("last-first", "reversed"):
+        values.append((_workers, "run", _scheduled_run(schedule)))
+    with contextlib.ExitStack() as stack:
+        for owner, name, value in values:
+            stack.enter_context(mock.patch.object(owner, name, value))
+        stack.enter_context(torch_threads(threads))
         yield
-    finally:
-        torch.set_num_threads(saved_threads)
-        (
-            _workers.SPREAD_MIN_BYTES,
-            _workers.TASK_BYTES,
-            _workers.run,
-            rotary._CHUNK_BYTES,
-            rotary._SMALL_HALF,
-            fused.BLOCK_BYTES,
-            fused.FUSE_MIN_BYTES,
-        ) = saved
 
 
 def randn(shape, dtype, seed):
@@ -223,12 +220,8 @@ def test_module_calls_that_crashed_on_uneven_rows(shape, rotary_dim, pairs, dtyp
     cos, sin = rotary_cos_sin(shape[-2], shape[-1], rotary_dim=rotary_dim, pairs=pairs)
     expected = rotary.rotate_formula(q, cos, sin, pairs)
     assert same_bits(rope.rotate(q), expected)
-    saved = _workers.run
-    _workers.run = _scheduled_run("last-first")
-    try:
+    with mock.patch.object(_workers, "run", _scheduled_run("last-first")):
         assert same_bits(rope.rotate(q), expected)
-    finally:
-        _workers.run = saved
 
 
 @pytest.mark.parametrize("threads", THREADS)
@@ -240,12 +233,8 @@ def test_interleaved_rows_large_enough_for_pytorch_to_split(threads, rows, half,
     cos, sin = rotary_cos_sin(rows, 2 * half, pairs="interleaved", dtype=dtype)
     x = randn((1, 3, rows, 2 * half), dtype, rows)
     expected = rotary.rotate_formula(x, cos, sin, "interleaved")
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         (out,) = rotary.rotate((x,), rotary.RopeTables(cos, sin), "interleaved")
-    finally:
-        torch.set_num_threads(saved)
     assert same_bits(out, expected)
 
 
