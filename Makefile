@@ -115,7 +115,8 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest -m sweep tests
 
 # The end-to-end comparisons (models, layers and rotary modules of transformers against
-# posenc's, torch.compile with Inductor) under the CPU kernels ATen would pick on an older or
+# posenc's, torch.compile with Inductor) and the fast paths against their formulas (the
+# complex product's vector width depends on the kernel set) under the CPU kernels ATen would pick on an older or
 # plainer machine: ATEN_CPU_CAPABILITY=default (no vector kernels) and avx2, each in its own
 # pytest run (torch reads the variable once, when it loads), the two side by side with the
 # kernel_sets tests below (each mostly one core; their outputs are printed when all are done). The tolerances count roundings
@@ -132,7 +133,8 @@ KERNEL_TESTS := tests/torch/test_integration_hf.py tests/torch/test_hf_rotary_pl
 	tests/torch/test_rotary_references.py tests/torch/test_rope_types_references.py \
 	tests/torch/test_multi_axis_references.py tests/torch/test_bias_references.py \
 	tests/torch/test_grid_timestep_references.py tests/torch/test_multi_axis_module.py \
-	tests/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths
+	tests/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths \
+	tests/torch/test_fast_paths_differential.py
 
 test-kernels: $(DEV_STAMP) $(EDITABLE)
 	@logs=$$(mktemp -d); pids=; \
