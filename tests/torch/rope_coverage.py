@@ -220,6 +220,7 @@ def compare_tables(layer: Any, cos: torch.Tensor, sin: torch.Tensor, layout: str
 
 
 def _rotate_theirs(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: Any, sin: Any) -> Any:
+    fn = axes.plain_function(fn)
     names = list(inspect.signature(fn).parameters)
     if names[:4] == ["q", "k", "cos", "sin"]:
         return fn(q, k, cos, sin)
@@ -237,6 +238,7 @@ def _rotate_theirs(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: Any, sin: Any
 
 def compare_rotation(layer: Any, fn: Any, cos: torch.Tensor, sin: torch.Tensor) -> str | None:
     """None when ``fn`` with the class's tables gives the scores of posenc's rotation."""
+    fn = axes.plain_function(fn)
     width = 2 * (layer.rotary_dim // 2)
     b, s = POSITIONS.shape
     q_np, k_np = np.random.default_rng(0).standard_normal((2, b, 1, s, width), dtype=np.float32)

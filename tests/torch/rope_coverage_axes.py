@@ -307,6 +307,7 @@ def _layouts(table_shape: tuple[int, ...], width: int) -> list[tuple[tuple[int, 
 def _rotate(
     fn: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_axes: int
 ) -> Any:
+    fn = plain_function(fn)
     names = list(inspect.signature(fn).parameters)
     if names[:3] == ["query", "key", "freqs_ci"]:
         return fn(q, k, torch.complex(cos, sin))
@@ -352,11 +353,20 @@ def compare_rotation(
 
 
 def rotation_function(layer: Any, module: Any, vision: bool) -> Any:
-    """The model's function that rotates with this layer's tables."""
+    """The model's function that rotates with this layer's tables (its ``forward`` where
+    transformers wraps the function in a module, as 5.25 does for functions a kernel from the
+    Hub may replace: the module's signature is ``(*args, **kwargs)``)."""
     source = layer.pairs_source
     if source.startswith("transformers."):
         owner, _, name = source.rpartition(".")
-        return getattr(importlib.import_module(owner), name)
-    if vision and hasattr(module, "apply_rotary_pos_emb_vision"):
-        return module.apply_rotary_pos_emb_vision
-    return getattr(module, "apply_rotary_pos_emb", None)
+        found = getattr(importlib.import_module(owner), name)
+    elif vision and hasattr(module, "apply_rotary_pos_emb_vision"):
+        found = module.apply_rotary_pos_emb_vision
+    else:
+        found = getattr(module, "apply_rotary_pos_emb", None)
+    return plain_function(found)
+
+
+def plain_function(found: Any) -> Any:
+    """``found``, or its ``forward`` where transformers wrapped the function in a module."""
+    return found.forward if isinstance(found, torch.nn.Module) else found

@@ -39,6 +39,17 @@ KNOWN_MISSING: dict[str, str] = {
 }
 
 
+#: directory -> how a release after the pinned one changed its rotary form without a config
+#: setting that says so: under such a release the directory skips with this reason (listed by
+#: name in the summary) instead of failing; the pinned release must still be reproduced.
+CHANGED_SINCE_PIN: dict[str, str] = {
+    "hy_v4": (
+        "transformers 5.25 rotates interleaved pairs (apply_rotary_pos_emb_interleave) where "
+        "the pinned release rotates half pairs, as posenc's plan says"
+    ),
+}
+
+
 def _directories() -> dict[str, list[tuple[str, str]]]:
     try:
         return rope_coverage.directories()
@@ -59,6 +70,7 @@ def test_every_directory_with_a_rotary_class_is_counted() -> None:
     if pinned.is_pinned(transformers.__version__):
         assert set(DIRECTORIES) == pinned.ROTARY_DIRECTORIES, "update pinned_transformers.json"
     assert set(KNOWN_MISSING) <= set(DIRECTORIES)
+    assert set(CHANGED_SINCE_PIN) <= pinned.ROTARY_DIRECTORIES - set(KNOWN_MISSING)
 
 
 @pytest.mark.parametrize("directory", sorted(DIRECTORIES))
@@ -72,6 +84,9 @@ def test_rotary_classes_are_reproduced(directory: str) -> None:
         assert KNOWN_MISSING[directory] in outcome.reason, outcome.reason
     elif directory not in pinned.ROTARY_DIRECTORIES and not outcome.reproduced:
         pytest.skip(f"not covered in transformers {transformers.__version__}: {outcome.reason}")
+    elif directory in CHANGED_SINCE_PIN and not pinned.is_pinned(transformers.__version__):
+        if not outcome.reproduced:
+            pytest.skip(f"{CHANGED_SINCE_PIN[directory]}: {outcome.reason}")
     else:
         assert outcome.reproduced, outcome.reason
 
