@@ -61,6 +61,7 @@ __all__ = [
     "alibi_bias",
     "alibi_blocks",
     "alibi_slopes",
+    "check_total_heads",
 ]
 
 AlibiForm = Literal["distance", "relative", "key"]
@@ -81,14 +82,14 @@ def _exponents(heads: int) -> npt.NDArray[np.float64]:
     return np.stack([numerators, denominators], axis=1)
 
 
-def _check_total_heads(total_heads: Any, heads: int) -> int:
+def check_total_heads(total_heads: Any, heads: int) -> int:
     """``total_heads``: None (``heads``) or an int >= ``heads``."""
     if total_heads is None:
         return heads
     total = check_count("total_heads", total_heads)
     if total < heads:
         raise ValueError(
-            f"total_heads must be an integer >= heads = {heads} (the heads with ALiBi come "
+            f"total_heads must be an integer >= {heads} (heads: the heads with ALiBi come "
             f"first, the rest get no bias), got {total}"
         )
     return total
@@ -159,7 +160,7 @@ def alibi_slopes(
     array([0.0625    , 0.00390625, 0.        , 0.        ])
     """
     heads = check_count("heads", heads)
-    total = _check_total_heads(total_heads, heads)
+    total = check_total_heads(total_heads, heads)
     mode = _check_convention(convention)
     bias_max = _check_max_bias(max_bias)
     if bias_max != 8.0 and mode in ("bloom", "falcon"):

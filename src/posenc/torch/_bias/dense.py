@@ -27,7 +27,7 @@ from ..._bias.distance import KerpleKind
 from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
 from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits, check_pairs
-from ..._checks import as_length, check_int
+from ..._bias.positions import position_count as core_position_count
 from .._checks import as_device
 from .._kernels._cast import cast_exact, check_dtype
 
@@ -159,22 +159,18 @@ def total_heads_of(total_heads: Any, heads: int, shard: Any) -> int:
             "total_heads and shard cannot be combined: total_heads puts ALiBi on the first "
             "heads of one device's attention; give one of them"
         )
-    total = check_int("total_heads", total_heads, minimum=heads)
+    total = core_alibi.check_total_heads(total_heads, heads)
     check_pairs("total_heads", (total,), copies=1)
     return total
 
 
 def position_count(name: str, value: Any) -> int | None:
     """How many positions ``value`` holds, read without building them (None: unknown, left
-    to the checks that build them)."""
+    to the checks that build them): a tensor's length where it is 1-D (never copied to the
+    host), else the NumPy core's count (:func:`posenc._bias.positions.position_count`)."""
     if isinstance(value, torch.Tensor):
         return int(value.shape[0]) if value.ndim == 1 else None
-    length = as_length(name, value)
-    if length is not None:
-        return length
-    return (
-        len(value) if isinstance(value, list | tuple | np.ndarray) and np.ndim(value) == 1 else None
-    )
+    return core_position_count(name, value)
 
 
 def _alibi_shape(heads: int, query_positions: Any, key_positions: Any, total: int) -> None:
