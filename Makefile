@@ -110,7 +110,7 @@ pytest: $(DEV_STAMP) $(EDITABLE) browser
 	POSENC_SWEEP=1 POSENC_EXPLORE_LOAD_SECONDS=30 $(BIN)/python -m pytest
 
 # Only the tests marked sweep: every causal LM of the pinned transformers, built tiny, swapped
-# and compared (tests/torch/test_swap_sweep.py; one to three minutes here).
+# and compared (tests/torch/hf/test_swap_sweep.py; one to three minutes here).
 test-sweep: $(DEV_STAMP) $(EDITABLE)
 	$(BIN)/python -m pytest -m sweep tests
 
@@ -127,14 +127,14 @@ test-sweep: $(DEV_STAMP) $(EDITABLE)
 # serve another set). Both runs: 26 s and 28 s of tests on a quiet two-core machine (2 min
 # 32 s and 3 min 7 s on a busy one); the kernel_sets tests about 40 s.
 KERNEL_SETS := default avx2
-KERNEL_TESTS := tests/torch/test_integration_hf.py tests/torch/test_hf_rotary_plan.py \
-	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_dtypes.py \
-	tests/torch/test_swap_multi_axis.py tests/torch/test_swap_bias_sweep.py \
-	tests/torch/test_rotary_references.py tests/torch/test_rope_types_references.py \
-	tests/torch/test_multi_axis_references.py tests/torch/test_bias_references.py \
-	tests/torch/test_grid_timestep_references.py tests/torch/test_multi_axis_module.py \
-	tests/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths \
-	tests/torch/test_fast_paths_differential.py
+KERNEL_TESTS := tests/torch/hf/test_integration.py tests/torch/hf/test_rotary_plan.py \
+	tests/torch/hf/test_swap.py tests/torch/hf/test_swap_compat.py tests/torch/hf/test_swap_dtypes.py \
+	tests/torch/hf/test_swap_multi_axis.py tests/torch/hf/test_swap_bias_sweep.py \
+	tests/references/test_rotary.py tests/references/hf/test_rope_types.py \
+	tests/references/hf/test_multi_axis.py tests/references/test_bias.py \
+	tests/references/test_grid_timestep.py tests/torch/test_multi_axis.py \
+	tests/repo/test_benchmark_bias.py tests/torch/test_conformance.py::test_inductor_over_changing_lengths \
+	tests/torch/kernels/test_differential.py
 
 test-kernels: $(DEV_STAMP) $(EDITABLE)
 	@logs=$$(mktemp -d); pids=; \
@@ -143,7 +143,7 @@ test-kernels: $(DEV_STAMP) $(EDITABLE)
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -c 'import torch; print("torch uses", torch.backends.cpu.get_cpu_capability())' \
 	  && ATEN_CPU_CAPABILITY=$$capability $(BIN)/python -m pytest -q -p no:cacheprovider $(KERNEL_TESTS) ) > $$logs/$$capability 2>&1 & pids="$$pids $$!"; \
 	done; \
-	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/test_kernel_sets.py \
+	POSENC_KERNEL_SETS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/torch/kernels/test_kernel_sets.py \
 	  > $$logs/kernel_sets 2>&1 & pids="$$pids $$!"; \
 	trap 'kill $$pids 2>/dev/null; rm -rf $$logs; exit 130' INT TERM; \
 	status=0; for pid in $$pids; do wait $$pid || status=1; done; \
@@ -162,10 +162,10 @@ COMPAT_ID := python $(PYTHON_ID) | compat $(call files_hash,constraints-compat.t
 ifneq ($(file <$(COMPAT_STAMP)),$(COMPAT_ID))
 $(COMPAT_STAMP): FORCE
 endif
-COMPAT_TESTS := tests/torch/test_swap_sweep.py tests/torch/test_rope_coverage.py \
-	tests/torch/test_swap.py tests/torch/test_swap_compat.py tests/torch/test_swap_multi_axis.py \
-	tests/torch/test_integration_hf.py tests/torch/test_swap_bias_sweep.py \
-	tests/torch/test_bias_references_hf.py docs/integration.md docs/porting.md
+COMPAT_TESTS := tests/torch/hf/test_swap_sweep.py tests/torch/hf/test_rope_coverage.py \
+	tests/torch/hf/test_swap.py tests/torch/hf/test_swap_compat.py tests/torch/hf/test_swap_multi_axis.py \
+	tests/torch/hf/test_integration.py tests/torch/hf/test_swap_bias_sweep.py \
+	tests/references/hf/test_bias.py docs/integration.md docs/porting.md
 
 $(COMPAT_STAMP):
 	rm -rf $(VENVCOMPAT)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,19 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+#: a doc page's examples that use transformers: ``make test-compat`` runs the page (``-m compat``)
+_USES_TRANSFORMERS = re.compile(r"^\s*>>> .*(?:transformers|posenc\.torch\.hf)", re.MULTILINE)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    pages: dict[Path, bool] = {}
     for item in items:
+        if item.path.suffix == ".md":
+            if item.path not in pages:
+                pages[item.path] = bool(_USES_TRANSFORMERS.search(item.path.read_text("utf-8")))
+            if pages[item.path]:
+                item.add_marker("compat")
         if item.path in _EXAMPLES_NEED:
             needs = _EXAMPLES_NEED[item.path]
         elif item.path.parent == _ROOT:

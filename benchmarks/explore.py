@@ -82,7 +82,7 @@ form.dispatchEvent(new Event('change'));
 
 def renders(url: str) -> dict[str, float] | None:
     """Median milliseconds from a control change to the redraw, by panel (None: no browser)."""
-    from tests.explore import chromium
+    from tests.explore.browser import chromium
 
     if chromium.missing():
         print(f"render: skipped, {chromium.missing()}")
@@ -125,7 +125,7 @@ def screenshots(url: str, folder: Path) -> None:
     panel whose PNG is larger is taken again at a smaller scale."""
     from selenium.webdriver.common.by import By
 
-    from tests.explore import chromium
+    from tests.explore.browser import chromium
 
     folder.mkdir(parents=True, exist_ok=True)
     driver = chromium.start(width=800, height=1400)

@@ -1,8 +1,10 @@
 """Shared test configuration: a deterministic, CI-sized hypothesis profile, the profiles of the
-fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one), and the ``sweep``
-marker: its tests run only when asked for (``pytest -m sweep``, ``POSENC_SWEEP=1`` as
-``make test`` sets it, or ``make test-sweep``); so do the ``kernel_sets`` tests
-(``POSENC_KERNEL_SETS=1``, as ``make test-kernels`` sets it)."""
+fuzz suite (``tests/fuzz``; ``POSENC_FUZZ=long`` selects the long one, ``POSENC_FUZZ=quick``
+the small one of ``make check``, which shrinks the other hypothesis tests too), and the
+``sweep`` marker: its tests run only when asked for (``pytest -m sweep``, or
+``POSENC_SWEEP=1`` as ``make test`` sets it).
+
+The other markers are set by folder (``tests/folders.py``) and listed in ``pyproject.toml``."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ def _inductor_cache_per_kernel_set() -> None:
     torch 2.13's cache key leaves out the vector width that the variable selects, so a graph
     cached by a run under the machine's own kernels would be loaded and built for another
     width: wrong values under ``avx2``, a C++ compile error under ``default`` (reproducer
-    and proof: tests/torch/test_kernel_sets.py). With the cache off, every graph is generated
-    for the kernels of the run; runs without the variable keep the cache.
+    and proof: tests/torch/kernels/test_kernel_sets.py). With the cache off, every graph is
+    generated for the kernels of the run; runs without the variable keep the cache.
     """
     if not os.environ.get("ATEN_CPU_CAPABILITY") or importlib.util.find_spec("torch") is None:
         return
@@ -41,7 +43,9 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile("posenc")
+# make check: the same tests with a tenth of the examples (POSENC_FUZZ=quick)
+settings.register_profile("posenc-quick", settings.get_profile("posenc"), max_examples=6)
+settings.load_profile("posenc-quick" if fuzz_profile.PROFILE == fuzz_profile.QUICK else "posenc")
 
 _FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
@@ -55,6 +59,11 @@ settings.register_profile(
     database=None,
     print_blob=True,
     suppress_health_check=_FUZZ_HEALTH,
+)
+settings.register_profile(
+    fuzz_profile.QUICK,
+    settings.get_profile(fuzz_profile.FIXED),
+    max_examples=fuzz_profile.EXAMPLES[fuzz_profile.QUICK],
 )
 # POSENC_FUZZ=long: many more examples, from a random seed printed in the header and summary.
 settings.register_profile(
@@ -88,7 +97,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 #: marker -> the environment variable that asks for its tests (``-m`` naming it does too)
-ASKED_BY = {"sweep": "POSENC_SWEEP", "kernel_sets": "POSENC_KERNEL_SETS"}
+ASKED_BY = {"sweep": "POSENC_SWEEP"}
 
 
 def _asked_for(config: pytest.Config, marker: str) -> bool:
@@ -97,8 +106,8 @@ def _asked_for(config: pytest.Config, marker: str) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The default run leaves out the tests marked ``sweep`` or ``kernel_sets`` unless asked
-    for (deselected, as ``-m`` would)."""
+    """The default run leaves out the tests marked ``sweep`` unless asked for (deselected, as
+    ``-m`` would)."""
     for marker in ASKED_BY:
         if _asked_for(config, marker):
             continue

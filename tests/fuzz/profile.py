@@ -3,7 +3,9 @@
 - default: ``posenc-fuzz``, deterministic (``derandomize=True``, no example database),
   sized for a couple of minutes for the whole suite;
 - ``POSENC_FUZZ=long``: ``posenc-fuzz-long``, many more examples from a random seed that the
-  pytest header and summary print; ``POSENC_FUZZ_SEED=<n>`` replays a given seed.
+  pytest header and summary print; ``POSENC_FUZZ_SEED=<n>`` replays a given seed;
+- ``POSENC_FUZZ=quick``: ``posenc-fuzz-quick``, deterministic and a tenth of the examples, for
+  ``make check`` (the other hypothesis tests of the suite shrink with it: ``tests/conftest.py``).
 
 The profiles themselves are registered in ``tests/conftest.py``.
 """
@@ -19,18 +21,19 @@ from hypothesis import seed, settings
 
 FIXED = "posenc-fuzz"
 LONG = "posenc-fuzz-long"
+QUICK = "posenc-fuzz-quick"
 
 #: Examples per fuzz test (before a test's own ``scale``) in each profile.
-EXAMPLES = {FIXED: 110, LONG: 1500}
+EXAMPLES = {FIXED: 110, LONG: 1500, QUICK: 11}
 
-_CHOICES = {"": FIXED, "fixed": FIXED, "long": LONG}
+_CHOICES = {"": FIXED, "fixed": FIXED, "long": LONG, "quick": QUICK}
 
 
 def _profile_name() -> str:
     value = os.environ.get("POSENC_FUZZ", "").strip().lower()
     if value not in _CHOICES:
         raise ValueError(
-            f"POSENC_FUZZ must be unset, 'fixed' or 'long', got {os.environ['POSENC_FUZZ']!r}"
+            f"POSENC_FUZZ must be unset, 'fixed', 'long' or 'quick', got {os.environ['POSENC_FUZZ']!r}"
         )
     return _CHOICES[value]
 

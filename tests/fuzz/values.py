@@ -438,7 +438,7 @@ HOSTILE_SCALINGS = [
         "rope_type": "linear",
         "factor": 2.0,
         "rope_theta": -1.0,
-    },  # (a conflict with base: tests/test_config_values.py)
+    },  # (a conflict with base: tests/rope/test_config_values.py)
     {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 1.5},
     {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.0},
 ]

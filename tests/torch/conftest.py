@@ -30,8 +30,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def _rope_coverage_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the RoPE coverage found by tests/torch/test_rope_coverage.py, when it ran."""
-    harness = sys.modules.get("tests.torch.rope_coverage")
+    """Print the RoPE coverage found by tests/torch/hf/test_rope_coverage.py, when it ran."""
+    harness = sys.modules.get("tests.torch.hf.rope_coverage")
     outcomes = getattr(harness, "OUTCOMES", None)
     if not outcomes:
         return
@@ -50,8 +50,8 @@ def _rope_coverage_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def _swap_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print what tests/torch/test_swap_sweep.py found, when it ran."""
-    sweep = sys.modules.get("tests.torch.test_swap_sweep")
+    """Print what tests/torch/hf/test_swap_sweep.py found, when it ran."""
+    sweep = sys.modules.get("tests.torch.hf.test_swap_sweep")
     outcomes = getattr(sweep, "OUTCOMES", None)
     if not outcomes:
         return
@@ -97,9 +97,9 @@ def _swap_sweep_16_bits(terminalreporter: pytest.TerminalReporter, sweep: object
 
 
 def _bias_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print what tests/torch/test_swap_bias_sweep.py found, when it ran: model type → swapped
+    """Print what tests/torch/hf/test_swap_bias_sweep.py found, when it ran: model type → swapped
     or left (the function), and how far the outputs moved."""
-    sweep = sys.modules.get("tests.torch.test_swap_bias_sweep")
+    sweep = sys.modules.get("tests.torch.hf.test_swap_bias_sweep")
     outcomes = getattr(sweep, "OUTCOMES", None)
     if not outcomes:
         return

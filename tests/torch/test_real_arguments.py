@@ -1,6 +1,6 @@
 """Real-number arguments beyond float64's range through the torch front-ends.
 
-The cases of ``tests/test_real_arguments.py``: the conversion lives in the core, so every
+The cases of ``tests/core/test_real_arguments.py``: the conversion lives in the core, so every
 module and function raises the same ``ValueError`` naming the argument.
 """
 
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import posenc.torch as pt  # noqa: E402
 from posenc.torch import hf  # noqa: E402
-from tests.test_real_arguments import HUGE  # noqa: E402
+from tests.core.test_real_arguments import HUGE  # noqa: E402
 
 CALLS: list[tuple[str, Callable[[Any], Any]]] = [
     ("base", lambda x: pt.SinusoidalPositionalEncoding(8, base=x)),

@@ -1,6 +1,6 @@
 """Degenerate frequency parameters through the torch front-ends: the NumPy core's errors.
 
-The cases are those of ``tests/test_rope_ranges.py``; the check lives in the core, so the
+The cases are those of ``tests/rope/test_ranges.py``; the check lives in the core, so the
 functional API, ``RotaryEmbedding`` and the Hugging Face drop-in raise the same message.
 """
 
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 import posenc.torch as pt  # noqa: E402
 from posenc.torch import hf  # noqa: E402
-from tests.test_rope_ranges import ROPE_CASES  # noqa: E402
+from tests.rope.test_ranges import ROPE_CASES  # noqa: E402
 
 
 @pytest.mark.parametrize(("head_dim", "base", "scaling", "seq_len", "message"), ROPE_CASES)

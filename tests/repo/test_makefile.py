@@ -1,0 +1,91 @@
+"""The Quickstart's two commands refuse any Python but the one the pins need, at once, with
+one line, installing nothing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _other_python() -> str:
+    """A Python that is not 3.11 (3.10 from pyenv when there is one), else a non-Python."""
+    prefix = (
+        subprocess.run(["pyenv", "prefix", "3.10"], capture_output=True, text=True, check=False)
+        if shutil.which("pyenv")
+        else None
+    )
+    if prefix is not None and prefix.returncode == 0:
+        candidate = Path(prefix.stdout.strip()) / "bin" / "python3.10"
+        if candidate.exists():
+            return str(candidate)
+    return sys.executable + "-not-a-python"
+
+
+@pytest.mark.parametrize("goal", ["demo", "test"])
+def test_another_python_stops_with_one_line(goal: str, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    result = subprocess.run(
+        ["make", "-C", str(ROOT), goal, f"PYTHON={_other_python()}", f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "needs Python 3.11" in lines[0]
+    assert not venv.exists()
+
+
+@pytest.mark.parametrize("goal", ["demo", "test", "test-compat"])
+def test_each_install_step_is_announced_first(goal: str, tmp_path: Path) -> None:
+    """pip runs quietly for a minute or more: a line saying what it installs comes first."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    result = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), goal, f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = result.stdout.replace("\\\n", " ")  # a recipe line continued with a backslash
+    steps = [s.strip() for line in text.splitlines() for s in line.split("&&")]
+    installs = [i for i, step in enumerate(steps) if " -m pip install" in step]
+    assert installs, result.stdout
+    for i in installs:
+        before = steps[i - 1]
+        assert before.startswith("echo"), (steps[i], before)
+        assert "install" in before, (steps[i], before)
+    runs = [i for i, step in enumerate(steps) if "posenc demo" in step and "echo" not in step]
+    for i in runs:
+        assert steps[i - 1].startswith("echo"), steps[i]
+
+
+def test_make_test_runs_the_end_to_end_files_under_two_more_kernel_sets(tmp_path: Path) -> None:
+    """``make test-kernels`` (part of ``make test``): each listed file exists, each kernel set
+    runs in its own pytest process."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    result = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "test", f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = result.stdout.replace("\\\n", " ")
+    loop = next(line for line in text.splitlines() if "ATEN_CPU_CAPABILITY=$capability" in line)
+    assert "for capability in default avx2;" in loop, loop
+    files = [word for word in loop.split() if word.startswith("tests/")]
+    assert len(files) >= 10, loop
+    for word in files:
+        assert (ROOT / word.partition("::")[0]).is_file(), word

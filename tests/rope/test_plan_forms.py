@@ -1,0 +1,153 @@
+"""posenc.rope_plan on rotary forms outside the plain sectioned / interleaved layouts.
+
+- ERNIE 4.5 VL's M-RoPE: height and width take turns over the first pairs (one shared
+  schedule), then time takes the last block; its pairs are neighbours (``2k, 2k+1``).
+- Gemma 4's vision tower: each axis rotates its own block of channels with its own
+  ``rotate_half`` (``[x, x, y, y]``: pairs ``(i, i + head_dim/4)`` inside each half).
+- HunYuan-VL's XD-RoPE and NanoChat's rotation by −θ: refused by name.
+
+The expected tables here are built by hand from the recipes of the model code; the
+comparisons with the transformers modules themselves are in
+``tests/references/hf/test_rope_forms.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import multi_axis_cos_sin, rope_plan, rotary_cos_sin
+from tests.tolerance import assert_close_ulp
+
+
+def ernie(sections: list[int], head_dim: int = 16, base: float = 500.0) -> dict:
+    return {
+        "model_type": "ernie4_5_vl_moe_text",
+        "head_dim": head_dim,
+        "rope_parameters": {"rope_type": "default", "rope_theta": base, "mrope_section": sections},
+    }
+
+
+def ernie_frequencies(sections: list[int], head_dim: int, base: float) -> np.ndarray:
+    """The (t, h, w) x pairs matrix of Ernie4_5_VLMoeTextRotaryEmbedding: pair k < hw turns
+    with h (k even) or w (k odd), the last sections[2] with t, all at base^(-2k/head_dim)."""
+    n = head_dim // 2
+    omega = base ** (-2.0 * np.arange(n) / head_dim)
+    hw = sections[0] + sections[1]
+    matrix = np.zeros((3, n))
+    for k in range(n):
+        axis = 0 if k >= hw else (1 if k % 2 == 0 else 2)
+        matrix[axis, k] = omega[k]
+    return matrix
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    half=st.integers(1, 6),
+    t=st.integers(1, 6),
+    ids=st.lists(st.tuples(*[st.integers(0, 5000)] * 3), min_size=1, max_size=6),
+)
+def test_ernie_vl_tables_are_the_hand_built_ones(half: int, t: int, ids: list) -> None:
+    sections = [half, half, t]
+    head_dim = 2 * sum(sections)
+    layer = rope_plan(ernie(sections, head_dim)).layer()
+    assert layer.axes == ("temporal", "height", "width")
+    assert layer.pairs == "interleaved"
+    positions = np.array(ids)
+    expected = multi_axis_cos_sin(
+        positions,
+        head_dim,
+        frequencies=ernie_frequencies(sections, head_dim, 500.0),
+        pairs="interleaved",
+    )
+    for ours, theirs in zip(layer.cos_sin(positions), expected, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(
+        layer.axis_frequencies().frequencies, ernie_frequencies(sections, head_dim, 500.0)
+    )
+
+
+def test_ernie_vl_default_sections_and_its_text_tokens_are_1d_rope() -> None:
+    plan = rope_plan({"model_type": "ernie4_5_vl_moe_text", "head_dim": 128, "rope_theta": 1e4})
+    layer = plan.layer()
+    assert (layer.sections, layer.order) == ((20, 22, 22), "turns_then_last")
+    text = np.repeat(np.arange(7)[:, None], 3, axis=1)
+    expected = rotary_cos_sin(7, 128, pairs="interleaved")
+    for ours, theirs in zip(layer.cos_sin(text), expected, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_ernie_vl_needs_as_many_height_pairs_as_width_pairs() -> None:
+    with pytest.raises(ValueError, match=r"mrope_section\[0\] and mrope_section\[1\].*4 and 2"):
+        rope_plan(ernie([4, 2, 2]))
+
+
+def gemma4_vision(head_dim: int = 16) -> dict:
+    return {
+        "model_type": "gemma4_vision",
+        "head_dim": head_dim,
+        "num_hidden_layers": 2,
+        "rope_parameters": {"rope_type": "axial", "rope_theta": 100.0},
+    }
+
+
+def test_gemma4_vision_tables_are_h_h_w_w() -> None:
+    layer = rope_plan(gemma4_vision(16)).layer()
+    assert (layer.axes, layer.sections, layer.pairs) == (("width", "height"), (4, 4), "half")
+    assert layer.pairs_per_axis
+    assert layer.pairs_source.endswith("gemma4.modeling_gemma4.apply_multidimensional_rope")
+    patches = np.array([[0, 0], [3, 7], [11, 2], [40, 41], [-1, -1]])  # (x, y); -1: padding
+    cos, sin = layer.cos_sin(patches)
+    assert cos.shape == (5, 16)
+    x_cos, x_sin = rotary_cos_sin(patches[:, 0], 8, base=100.0)  # [xΩ, xΩ], Ω over 8 channels
+    y_cos, y_sin = rotary_cos_sin(patches[:, 1], 8, base=100.0)
+    assert_close_ulp(cos, np.concatenate([x_cos, y_cos], axis=-1), ulps=1)
+    assert_close_ulp(sin, np.concatenate([x_sin, y_sin], axis=-1), ulps=1)
+
+
+def test_gemma4_vision_through_its_composite_config() -> None:
+    composite = {"model_type": "gemma4", "vision_config": gemma4_vision(32)}
+    layer = rope_plan(composite, vision=True).layer()
+    assert layer.pairs_per_axis
+    assert layer.rotary_dim == 32
+    assert "pairs_per_axis=True" in repr(layer)
+
+
+@pytest.mark.parametrize(
+    ("config", "names"),
+    [
+        (
+            {
+                "model_type": "hunyuan_vl_text",
+                "head_dim": 128,
+                "rope_parameters": {"xdrope_section": [16, 16, 16, 16]},
+            },
+            r"'hunyuan_vl_text'.*XD-RoPE.*different axes",
+        ),
+        ({"model_type": "nanochat", "head_dim": 16, "rope_theta": 1e4}, r"'nanochat'.*by -θ"),
+        (
+            {
+                "model_type": "hunyuan_vl",
+                "text_config": {
+                    "model_type": "hunyuan_vl_text",
+                    "head_dim": 16,
+                    "rope_parameters": {"rope_theta": 1e4, "xdrope_section": [1, 1, 3, 3]},
+                },
+            },
+            r"'hunyuan_vl_text'.*XD-RoPE",
+        ),
+    ],
+)
+def test_forms_without_a_table_are_refused_by_name(config: dict, names: str) -> None:
+    with pytest.raises(ValueError, match=names):
+        rope_plan(config)
+
+
+def test_a_layer_s_order_and_interleaved_sections_agree() -> None:
+    layer = rope_plan(ernie([3, 3, 2])).layer()
+    with pytest.raises(ValueError, match=r"interleaved_sections=True contradicts order"):
+        dataclasses.replace(layer, interleaved_sections=True)

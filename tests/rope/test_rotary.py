@@ -1,0 +1,658 @@
+"""Tests of the NumPy RoPE core: ``posenc.rotary_cos_sin``, ``apply_rotary`` and the scalings.
+
+References are written here independently of posenc: angles and frequencies with Python's
+``math`` module one value at a time, rotations pair by pair. The comparisons with the real
+framework functions (transformers, rotary-embedding-torch, torchtune) are in
+``tests/references/test_rotary.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc import (
+    ROPE_TYPES,
+    RopeScaling,
+    apply_rotary,
+    rope_frequencies,
+    rope_scaling,
+    rotary_cos_sin,
+)
+from tests.configs import LLAMA3_ROPE_SCALING
+from tests.tolerance import assert_close_ulp
+
+PAIRS = ("half", "interleaved")
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+LONGROPE = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 1.5, 2.0, 3.0],
+    "long_factor": [2.0, 4.0, 8.0, 16.0],
+    "original_max_position_embeddings": 512,
+    "factor": 8.0,
+}
+DYNAMIC = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 512}
+
+
+# -- independent references --------------------------------------------------------------------
+
+
+def plain_omega(dim: int, base: float = 10000.0) -> list[float]:
+    """ω_k = base^(-2k/dim) with math.pow, one value at a time."""
+    return [math.pow(base, -2.0 * k / dim) for k in range(dim // 2)]
+
+
+def reference_tables(positions, omega, pairs: str, attention: float = 1.0):
+    """cos/sin tables (float64) from a list of ω: θ = p·ω_k, laid out for ``pairs``."""
+    n = len(omega)
+    flat = np.asarray(positions, dtype=np.float64).reshape(-1)
+    cos = np.empty((flat.size, 2 * n))
+    sin = np.empty((flat.size, 2 * n))
+    for row, p in enumerate(flat):
+        for k, w in enumerate(omega):
+            c, s = math.cos(p * w) * attention, math.sin(p * w) * attention
+            cols = (k, k + n) if pairs == "half" else (2 * k, 2 * k + 1)
+            for col in cols:
+                cos[row, col], sin[row, col] = c, s
+    shape = np.shape(positions)
+    return cos.reshape(*shape, 2 * n), sin.reshape(*shape, 2 * n)
+
+
+def reference_rotation(x, positions, omega, pairs: str):
+    """Rotate each pair of channels of x (..., s, d) by p·ω_k with an explicit 2x2 rotation."""
+    x = np.asarray(x, dtype=np.float64)
+    out = x.copy()
+    n = len(omega)
+    for index in np.ndindex(*x.shape[:-1]):
+        p = float(positions[index[-1]])
+        for k, w in enumerate(omega):
+            i, j = (k, k + n) if pairs == "half" else (2 * k, 2 * k + 1)
+            a, b = x[(*index, i)], x[(*index, j)]
+            c, s = math.cos(p * w), math.sin(p * w)
+            out[(*index, i)] = a * c - b * s
+            out[(*index, j)] = b * c + a * s
+    return out
+
+
+def half_to_interleaved(dim: int) -> np.ndarray:
+    """Channel order P with interleaved[..., c] = half[..., P[c]] (pair k: channels k, k+n)."""
+    n = dim // 2
+    return np.array([c for k in range(n) for c in (k, k + n)])
+
+
+def rng_array(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# -- cos/sin tables ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pairs", PAIRS)
+@pytest.mark.parametrize(("head_dim", "base"), [(2, 10000.0), (8, 10000.0), (64, 500000.0)])
+def test_cos_sin_float64_match_formula(pairs, head_dim, base):
+    positions = [0, 1, 2, 7, 100, 4095, 12345, -3]
+    cos, sin = rotary_cos_sin(positions, head_dim, base=base, pairs=pairs, dtype=np.float64)
+    ref_cos, ref_sin = reference_tables(positions, plain_omega(head_dim, base), pairs)
+    assert cos.dtype == sin.dtype == np.float64
+    assert cos.shape == (len(positions), head_dim)
+    # float64 angles: a few roundings of the largest angle (4 float64 ulps of it)
+    assert_close_ulp(cos, ref_cos, ulps=4, scale=12346)
+    assert_close_ulp(sin, ref_sin, ulps=4, scale=12346)
+
+
+@pytest.mark.parametrize("pairs", PAIRS)
+def test_cos_sin_float32_is_the_float64_table_rounded_once(pairs):
+    positions = np.arange(0, 3_000_000, 7919)
+    cos32, sin32 = rotary_cos_sin(positions, 16, pairs=pairs)
+    cos64, sin64 = rotary_cos_sin(positions, 16, pairs=pairs, dtype=np.float64)
+    assert cos32.dtype == np.float32
+    np.testing.assert_array_equal(cos32, cos64.astype(np.float32))
+    np.testing.assert_array_equal(sin32, sin64.astype(np.float32))
+    ref_cos, ref_sin = reference_tables(positions, plain_omega(16), pairs)
+    # half a float32 ulp (<= 3e-8 for |v| <= 1) plus the float64 angle error (p * 2e-16)
+    np.testing.assert_allclose(cos32, ref_cos, rtol=0, atol=3e-8 + 3e6 * 2e-16 * 4)
+    np.testing.assert_allclose(sin32, ref_sin, rtol=0, atol=3e-8 + 3e6 * 2e-16 * 4)
+
+
+def test_cos_sin_shapes_dtypes_and_fractional_positions():
+    cos, sin = rotary_cos_sin(5, 8)
+    assert cos.shape == sin.shape == (5, 8)
+    assert rotary_cos_sin([[0, 1, 2], [3, 4, 5]], 8)[0].shape == (2, 3, 8)
+    assert rotary_cos_sin([], 8)[0].shape == (0, 8)
+    assert rotary_cos_sin(0, 8)[0].shape == (0, 8)
+    assert rotary_cos_sin(3, 10, rotary_dim=4)[0].shape == (3, 4)
+    assert rotary_cos_sin(3, 8, dtype=np.float16)[0].dtype == np.float16
+    cos, sin = rotary_cos_sin([0.5, -2.25], 4, dtype=np.float64)
+    ref_cos, ref_sin = reference_tables([0.5, -2.25], plain_omega(4), "half")
+    # float64 angles of |p| <= 2.25: the angle's rounding and cos/sin's, an ulp each
+    assert_close_ulp(cos, ref_cos, ulps=2, scale=2.25)
+    assert_close_ulp(sin, ref_sin, ulps=2, scale=2.25)
+    np.testing.assert_array_equal(rotary_cos_sin(4, 6)[0], rotary_cos_sin([0, 1, 2, 3], 6)[0])
+
+
+@pytest.mark.parametrize("dim", [2, 6, 64])
+def test_half_and_interleaved_tables_are_permutations(dim):
+    positions = [[0, 3], [11, 1000]]
+    half = rotary_cos_sin(positions, dim, pairs="half", dtype=np.float64)
+    inter = rotary_cos_sin(positions, dim, pairs="interleaved", dtype=np.float64)
+    order = half_to_interleaved(dim)
+    for h, i in zip(half, inter, strict=True):
+        np.testing.assert_array_equal(i, h[..., order])
+
+
+def test_partial_rotary_dim_uses_the_rotary_dim_frequencies():
+    # frequencies are those of a head of rotary_dim channels, not of head_dim
+    cos, _ = rotary_cos_sin([1], 64, rotary_dim=16, dtype=np.float64)
+    np.testing.assert_array_equal(cos, rotary_cos_sin([1], 16, dtype=np.float64)[0])
+    scaled = rotary_cos_sin([1], 64, scaling={"partial_rotary_factor": 0.25}, dtype=np.float64)
+    np.testing.assert_array_equal(scaled[0], cos)
+    # int(head_dim * factor) truncates, as in transformers: int(10 * 0.5) = 5 would be odd
+    assert rotary_cos_sin([1], 12, scaling={"partial_rotary_factor": 0.5})[0].shape == (1, 6)
+
+
+# -- apply_rotary --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pairs", PAIRS)
+@pytest.mark.parametrize("dim", [2, 8, 12])
+def test_apply_rotary_matches_explicit_pair_rotations(pairs, dim):
+    positions = np.array([0, 1, 5, 77, 4096])
+    x = rng_array(2, 3, positions.size, dim, seed=dim)
+    cos, sin = rotary_cos_sin(positions, dim, pairs=pairs, dtype=np.float64)
+    out = apply_rotary(x, cos, sin, pairs=pairs)
+    expected = reference_rotation(x, positions, plain_omega(dim), pairs)
+    assert out.shape == x.shape
+    assert out.dtype == np.float64
+    # float64 angles up to 4096 (4 ulps of them), times |x|
+    assert_close_ulp(out, expected, ulps=4, scale=4097 * np.abs(x).max())
+
+
+def test_apply_rotary_interleaved_is_half_with_permuted_channels():
+    dim = 10
+    x = rng_array(4, 6, dim, seed=1)
+    order = half_to_interleaved(dim)
+    half = apply_rotary(x, *rotary_cos_sin(6, dim, dtype=np.float64), pairs="half")
+    inter = apply_rotary(
+        x[..., order], *rotary_cos_sin(6, dim, pairs="interleaved", dtype=np.float64),
+        pairs="interleaved",
+    )  # fmt: skip
+    np.testing.assert_array_equal(inter, half[..., order])
+    # and the two layouts really differ (the permutation is not the identity): the half
+    # tables are not laid out for interleaved pairs
+    with pytest.raises(ValueError, match="laid out for pairs='half'"):
+        apply_rotary(x, *rotary_cos_sin(6, dim), pairs="interleaved")
+
+
+@pytest.mark.parametrize("pairs", PAIRS)
+def test_apply_rotary_partial_passes_the_rest_through(pairs):
+    x = rng_array(3, 5, 12, seed=2).astype(np.float32)
+    cos, sin = rotary_cos_sin(5, 12, rotary_dim=4, pairs=pairs, dtype=np.float64)
+    out = apply_rotary(x, cos, sin, pairs=pairs)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out[..., 4:], x[..., 4:])
+    np.testing.assert_array_equal(out[..., :4], apply_rotary(x[..., :4], cos, sin, pairs=pairs))
+    assert not np.array_equal(out[:, 1:, :4], x[:, 1:, :4])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_apply_rotary_computes_in_float64_and_rounds_once(dtype):
+    x = rng_array(7, 8, seed=3).astype(dtype)
+    cos, sin = rotary_cos_sin(7, 8, dtype=np.float64)
+    out = apply_rotary(x, cos, sin)
+    assert out.dtype == dtype
+    exact = reference_rotation(x.astype(np.float64)[None], np.arange(7), plain_omega(8), "half")[0]
+    np.testing.assert_array_equal(out, exact.astype(dtype))
+
+
+def test_apply_rotary_broadcasts_tables_per_batch():
+    x = rng_array(2, 3, 4, 6, seed=4)  # (b, h, s, d)
+    positions = np.array([[0, 1, 2, 3], [10, 11, 12, 13]])
+    cos, sin = rotary_cos_sin(positions, 6, dtype=np.float64)  # (b, s, r)
+    out = apply_rotary(x, cos[:, None], sin[:, None])
+    for b in range(2):
+        expected = reference_rotation(x[b], positions[b], plain_omega(6), "half")
+        # float64 angles up to 13 (4 ulps of them), times |x|
+        assert_close_ulp(out[b], expected, ulps=4, scale=14 * np.abs(x).max())
+
+
+@given(
+    st.integers(0, 20_000),
+    st.integers(0, 20_000),
+    st.integers(-5_000, 5_000),
+    st.sampled_from(PAIRS),
+    st.integers(0, 2**31),
+)
+def test_rotation_preserves_norm_and_scores_depend_only_on_distance(m, n, shift, pairs, seed):
+    dim = 16
+    q, k = rng_array(2, dim, seed=seed)
+    m2, n2 = m + shift, n + shift
+
+    def rotated(x, p):
+        cos, sin = rotary_cos_sin([p], dim, pairs=pairs, dtype=np.float64)
+        return apply_rotary(x[None], cos, sin, pairs=pairs)[0]
+
+    qm, kn = rotated(q, m), rotated(k, n)
+    assert math.isclose(np.linalg.norm(qm), np.linalg.norm(q), rel_tol=1e-13)
+    scale = np.linalg.norm(q) * np.linalg.norm(k)
+    assert abs(qm @ kn - rotated(q, m2) @ rotated(k, n2)) <= 1e-10 * scale
+
+
+def test_score_check_detects_mismatched_pair_layouts():
+    # the relative-position test above can fail: half tables applied as interleaved pairs
+    # (a layout bug, which apply_rotary refuses) give scores that depend on more than m - n
+    dim = 16
+    q, k = rng_array(2, dim, seed=5)
+
+    def wrong(x, p):  # x·cos + rotate(x)·sin with half tables and interleaved pairs
+        cos, sin = rotary_cos_sin([p], dim, pairs="half", dtype=np.float64)
+        turned = np.empty_like(x)
+        turned[0::2], turned[1::2] = -x[1::2], x[0::2]
+        return x * cos[0] + turned * sin[0]
+
+    assert abs(wrong(q, 3) @ wrong(k, 1) - wrong(q, 1003) @ wrong(k, 1001)) > 1e-3
+    with pytest.raises(ValueError, match="does not match cos/sin"):
+        apply_rotary(q[None], *rotary_cos_sin([3], dim, pairs="half"), pairs="interleaved")
+
+
+def test_apply_rotary_accepts_lists_and_checks_rotary_dim():
+    cos, sin = rotary_cos_sin([2], 4, dtype=np.float64)
+    out = apply_rotary([[1.0, 2.0, 3.0, 4.0]], cos.tolist(), sin.tolist(), rotary_dim=4)
+    np.testing.assert_allclose(out, apply_rotary(np.array([[1.0, 2.0, 3.0, 4.0]]), cos, sin))
+
+
+# -- scalings: frequencies -------------------------------------------------------------------------
+
+
+def test_default_frequencies_and_rope_type_default():
+    omega, attention = rope_frequencies(64, base=500000.0)
+    want = plain_omega(64, 500000.0)
+    # frequencies from two float64 formulas: an ulp or two of each ω, relative
+    assert_close_ulp(omega, want, ulps=4, scale=want)
+    assert attention == 1.0
+    same = rope_frequencies(64, base=500000.0, scaling={"rope_type": "default", "rope_theta": 5e5})
+    np.testing.assert_array_equal(same[0], omega)
+
+
+def test_linear_divides_by_factor():
+    omega, attention = rope_frequencies(32, scaling={"rope_type": "linear", "factor": 4})
+    np.testing.assert_array_equal(omega, rope_frequencies(32)[0] / 4)
+    assert attention == 1.0
+
+
+def test_dynamic_ntk_changes_the_base_only_beyond_the_original_length():
+    plain = rope_frequencies(32)[0]
+    for seq_len in (None, 0, 100, 512):
+        np.testing.assert_array_equal(
+            rope_frequencies(32, scaling=DYNAMIC, seq_len=seq_len)[0], plain
+        )
+    for seq_len in (513, 2048, 100_000):
+        omega, attention = rope_frequencies(32, scaling=DYNAMIC, seq_len=seq_len)
+        new_base = 10000.0 * (4.0 * seq_len / 512 - 3.0) ** (32 / 30)
+        # frequencies from two float64 formulas: a few ulps of each ω, relative
+        want = plain_omega(32, new_base)
+        assert_close_ulp(omega, want, ulps=4, scale=want)
+        assert attention == 1.0
+        assert omega[0] == 1.0
+        assert np.all(omega[1:] < plain[1:])
+    # the length may come from the model's max_position_embeddings, as in transformers
+    alias = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 512}
+    np.testing.assert_array_equal(
+        rope_frequencies(32, scaling=alias, seq_len=2048)[0],
+        rope_frequencies(32, scaling=DYNAMIC, seq_len=2048)[0],
+    )
+
+
+def llama3_reference(omega, factor, low, high, original):
+    out = []
+    for w in omega:
+        wavelength = 2 * math.pi / w
+        if wavelength < original / high:
+            out.append(w)
+        elif wavelength > original / low:
+            out.append(w / factor)
+        else:
+            smooth = (original / wavelength - low) / (high - low)
+            out.append((1 - smooth) * w / factor + smooth * w)
+    return out
+
+
+def test_llama3_keeps_high_divides_low_and_blends_medium_frequencies():
+    omega, attention = rope_frequencies(128, base=500000.0, scaling=LLAMA3_ROPE_SCALING)
+    plain = plain_omega(128, 500000.0)
+    expected = llama3_reference(plain, 8.0, 1.0, 4.0, 8192)
+    # frequencies from two float64 formulas: a few ulps of each ω, relative
+    assert_close_ulp(omega, expected, ulps=4, scale=expected)
+    assert attention == 1.0
+    ratio = np.asarray(plain) / omega
+    assert ratio[0] == 1.0
+    assert ratio[-1] == pytest.approx(8.0)
+    assert np.any((ratio > 1.0) & (ratio < 8.0))  # some medium frequencies were blended
+    assert np.all(np.diff(ratio) >= -1e-12)
+
+
+def yarn_reference(dim, base, factor, original, beta_fast=32.0, beta_slow=1.0, truncate=True):
+    def correction(rotations):
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = correction(beta_fast), correction(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    out = []
+    for k, w in enumerate(plain_omega(dim, base)):
+        ramp = min(max((k - low) / (high - low), 0.0), 1.0)
+        out.append(w * (1 - ramp) + w / factor * ramp)
+    return out
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_frequencies_and_attention_factor(truncate):
+    spec = {**YARN, "truncate": truncate, "beta_fast": 16, "beta_slow": 2}
+    omega, attention = rope_frequencies(64, scaling=spec)
+    expected = yarn_reference(64, 10000.0, 4.0, 2048, 16.0, 2.0, truncate)
+    # frequencies from two float64 formulas: a few ulps of each ω, relative
+    assert_close_ulp(omega, expected, ulps=4, scale=expected)
+    plain = rope_frequencies(64)[0]
+    assert omega[0] == plain[0]  # fastest pair: extrapolated (unchanged)
+    assert omega[-1] == pytest.approx(plain[-1] / 4, rel=1e-15)  # slowest: interpolated
+    assert attention == pytest.approx(0.1 * math.log(4.0) + 1.0, rel=1e-15)
+
+
+def test_yarn_attention_factor_rules():
+    af = rope_frequencies(64, scaling={**YARN, "mscale": 0.707, "mscale_all_dim": 1.0})[1]
+    assert af == pytest.approx((0.1 * 0.707 * math.log(4) + 1) / (0.1 * math.log(4) + 1))
+    # DeepSeek-V3 style: mscale == mscale_all_dim gives 1
+    assert rope_frequencies(64, scaling={**YARN, "mscale": 1.0, "mscale_all_dim": 1.0})[1] == 1.0
+    # mscale 0 counts as not given (as in transformers)
+    zero = rope_frequencies(64, scaling={**YARN, "mscale": 0.0, "mscale_all_dim": 1.0})[1]
+    assert zero == pytest.approx(0.1 * math.log(4) + 1)
+    assert rope_frequencies(64, scaling={**YARN, "attention_factor": 0.5})[1] == 0.5
+    assert rope_frequencies(64, scaling={**YARN, "factor": 1.0})[1] == 1.0
+    # factor derived from max_position_embeddings / original_max_position_embeddings
+    derived = {"rope_type": "yarn", "original_max_position_embeddings": 2048}
+    derived["max_position_embeddings"] = 8192
+    omega, attention = rope_frequencies(64, scaling=derived)
+    np.testing.assert_array_equal(omega, rope_frequencies(64, scaling=YARN)[0])
+    assert attention == rope_frequencies(64, scaling=YARN)[1]
+
+
+def test_longrope_selects_factors_by_length_and_sets_attention_factor():
+    plain = rope_frequencies(8)[0]
+    for seq_len in (None, 0, 512):
+        omega, attention = rope_frequencies(8, scaling=LONGROPE, seq_len=seq_len)
+        np.testing.assert_array_equal(omega, plain / np.array(LONGROPE["short_factor"]))
+        assert attention == pytest.approx(math.sqrt(1 + math.log(8.0) / math.log(512)))
+    omega, _ = rope_frequencies(8, scaling=LONGROPE, seq_len=513)
+    np.testing.assert_array_equal(omega, plain / np.array(LONGROPE["long_factor"]))
+    no_factor = {k: v for k, v in LONGROPE.items() if k != "factor"}
+    assert rope_frequencies(8, scaling={**no_factor, "max_position_embeddings": 512})[1] == 1.0
+    assert rope_frequencies(8, scaling={**no_factor, "attention_factor": 1.25})[1] == 1.25
+
+
+def test_cos_sin_carry_the_attention_factor():
+    positions = [0, 1, 300, 5000]
+    omega, attention = rope_frequencies(64, scaling=YARN)
+    assert attention > 1.0
+    cos, sin = rotary_cos_sin(positions, 64, scaling=YARN, dtype=np.float64)
+    ref_cos, ref_sin = reference_tables(positions, list(omega), "half", attention)
+    # float64 angles up to 5000 (4 ulps of them), times the attention factor
+    assert_close_ulp(cos, ref_cos, ulps=4, scale=5001 * attention)
+    assert_close_ulp(sin, ref_sin, ulps=4, scale=5001 * attention)
+
+
+def test_length_dependent_scalings_use_largest_position_plus_one():
+    positions = np.arange(1000)
+    for spec in (DYNAMIC, {**LONGROPE, "original_max_position_embeddings": 512}):
+        cos, _ = rotary_cos_sin(positions, 8, scaling=spec, dtype=np.float64)
+        explicit = rotary_cos_sin(positions, 8, scaling=spec, dtype=np.float64, seq_len=1000)[0]
+        short = rotary_cos_sin(positions, 8, scaling=spec, dtype=np.float64, seq_len=512)[0]
+        np.testing.assert_array_equal(cos, explicit)
+        assert not np.allclose(cos, short)
+    # a short call is the unscaled table
+    np.testing.assert_array_equal(
+        rotary_cos_sin(512, 8, scaling=DYNAMIC)[0], rotary_cos_sin(512, 8)[0]
+    )
+
+
+# -- scaling specs ----------------------------------------------------------------------------
+
+
+def test_rope_scaling_normalises_dicts():
+    assert rope_scaling(None) is None
+    spec = RopeScaling("linear", factor=2.0)
+    assert rope_scaling(spec) is spec
+    assert rope_scaling({"type": "linear", "factor": 2}) == spec
+    assert rope_scaling({"rope_type": "linear", "type": "linear", "factor": 2.0}) == spec
+    # None values are "not given" (configs serialise unset fields as null)
+    assert rope_scaling({"rope_type": "linear", "factor": 2.0, "attention_factor": None}) == spec
+    assert rope_scaling({}) == RopeScaling()
+    assert rope_scaling(LONGROPE).short_factor == (1.0, 1.5, 2.0, 3.0)
+    assert set(ROPE_TYPES) == {
+        *("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional", "ntk_alpha")
+    }
+    spec = rope_scaling(
+        {**LLAMA3_ROPE_SCALING, "rope_theta": 500000.0, "max_position_embeddings": 131072}
+    )
+    assert spec.rope_theta == 500000.0
+    assert "llama3" in repr(spec)
+    # a RopeScaling and its dict give the same tables
+    np.testing.assert_array_equal(
+        rotary_cos_sin(9, 8, scaling=rope_scaling(YARN))[1], rotary_cos_sin(9, 8, scaling=YARN)[1]
+    )
+
+
+ERRORS = [
+    # rotary_cos_sin
+    (lambda: rotary_cos_sin(4, 7), ValueError, "rotary_dim must be even .* got 7 .*head_dim is 7"),
+    (lambda: rotary_cos_sin(4, 1), ValueError, "head_dim must be an integer >= 2, got 1"),
+    (lambda: rotary_cos_sin(4, 8.0), TypeError, "head_dim must be an integer >= 2, got 8.0"),
+    (lambda: rotary_cos_sin(4, 8, rotary_dim=10), ValueError, "rotary_dim must be <= head_dim"),
+    (lambda: rotary_cos_sin(4, 8, rotary_dim=3), ValueError, "rotary_dim must be even .* got 3"),
+    (lambda: rotary_cos_sin(4, 8, rotary_dim=0), ValueError, "rotary_dim must be an integer >= 2"),
+    (lambda: rotary_cos_sin(4, 8, pairs="neox"), ValueError, "pairs must be 'half' or 'interl"),
+    (lambda: rotary_cos_sin(4, 8, pairs=None), TypeError, "pairs must be 'half' or 'interleaved'"),
+    (lambda: rotary_cos_sin(4, 8, base=0), ValueError, "base must be a positive finite number"),
+    (lambda: rotary_cos_sin(4, 8, dtype=np.int32), TypeError, "dtype must be one of float16"),
+    (lambda: rotary_cos_sin([np.nan], 8), ValueError, "positions must be finite"),
+    (lambda: rotary_cos_sin([True], 8), TypeError, "positions must contain integers"),
+    (lambda: rotary_cos_sin([2**60], 8), ValueError, r"positions must lie within \+-2\*\*53"),
+    (lambda: rotary_cos_sin(4, 8, seq_len=-1), ValueError, "seq_len must be an integer >= 0"),
+    (
+        lambda: rotary_cos_sin(4, 8, rotary_dim=4, scaling={"partial_rotary_factor": 0.25}),
+        ValueError,
+        r"rotary_dim = 4 disagrees with scaling\['partial_rotary_factor'\] = 0.25",
+    ),
+    (
+        lambda: rotary_cos_sin(4, 8, base=10000.0, scaling={"rope_theta": 500000.0}),
+        ValueError,
+        r"scaling\['rope_theta'\] = 500000.0 differs from base = 10000.0; pass base=500000.0",
+    ),
+    # scaling dicts
+    (lambda: rope_scaling([("rope_type", "linear")]), TypeError, "scaling must be None, a dict"),
+    (lambda: rope_scaling({"rope_type": "ntk"}), ValueError, r"scaling\['rope_type'\] must be one"),
+    (lambda: rope_scaling({"rope_type": 3}), TypeError, r"scaling\['rope_type'\] must be a string"),
+    (lambda: rope_scaling({"type": "su"}), ValueError, r"scaling\['rope_type'\] must be one of"),
+    (
+        lambda: rope_scaling({"rope_type": "linear", "type": "yarn", "factor": 2.0}),
+        ValueError,
+        r"scaling\['rope_type'\] = 'linear' and scaling\['type'\] = 'yarn' disagree",
+    ),
+    (lambda: rope_scaling({1: 2}), TypeError, "scaling keys must be strings"),
+    (
+        lambda: rope_scaling({"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}),
+        ValueError,
+        r"scaling\['low_freq_factor'\] is not a parameter of rope_type 'linear' "
+        r"\(its parameters: factor\)",
+    ),
+    (
+        lambda: rope_scaling({"factor": 2.0}),
+        ValueError,
+        r"scaling\['factor'\] is not a parameter of rope_type 'default' \(its parameters: none\)",
+    ),
+    (
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "mrope_section": [1, 2]}),
+        ValueError,
+        r"scaling\['mrope_section'\] is not a parameter of rope_type 'llama3'",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "linear"}),
+        ValueError,
+        r"scaling\['factor'\] is required for rope_type 'linear'",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "linear", "factor": 0}),
+        ValueError,
+        r"scaling\['factor'\] must be a positive finite number, got 0.0",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "linear", "factor": "2"}),
+        TypeError,
+        r"scaling\['factor'\] must be a positive finite number, got '2'",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "dynamic", "factor": 2.0}),
+        ValueError,
+        r"scaling\['original_max_position_embeddings'\] \(or scaling\['max_position_embeddings'\]\)"
+        " is required for rope_type 'dynamic'",
+    ),
+    (
+        lambda: rope_scaling({**DYNAMIC, "max_position_embeddings": 1024}),
+        ValueError,
+        "rope_type 'dynamic' takes one length",
+    ),
+    (
+        lambda: rope_scaling(
+            {k: v for k, v in LLAMA3_ROPE_SCALING.items() if k != "low_freq_factor"}
+        ),
+        ValueError,
+        r"scaling\['low_freq_factor'\] is required for rope_type 'llama3'",
+    ),
+    (
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "high_freq_factor": 1.0}),
+        ValueError,
+        r"scaling\['high_freq_factor'\] must be greater than scaling\['low_freq_factor'\]",
+    ),
+    (
+        lambda: rope_scaling({**LLAMA3_ROPE_SCALING, "original_max_position_embeddings": 8192.0}),
+        TypeError,
+        r"scaling\['original_max_position_embeddings'\] must be an integer >= 1, got 8192.0",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "yarn", "factor": 4.0}),
+        ValueError,
+        r"scaling\['original_max_position_embeddings'\] is required for rope_type 'yarn'",
+    ),
+    (
+        lambda: rope_scaling({"rope_type": "yarn", "original_max_position_embeddings": 4}),
+        ValueError,
+        r"scaling\['factor'\] \(or scaling\['max_position_embeddings'\], to derive it\)",
+    ),
+    (
+        lambda: rope_scaling({**YARN, "beta_fast": -1}),
+        ValueError,
+        r"scaling\['beta_fast'\] must be a positive finite number, got -1.0",
+    ),
+    (
+        lambda: rope_scaling({**YARN, "truncate": 1}),
+        TypeError,
+        r"scaling\['truncate'\] must be True or False, got 1",
+    ),
+    (
+        lambda: rope_scaling({**YARN, "mscale": float("inf")}),
+        ValueError,
+        r"scaling\['mscale'\] must be a finite number, got inf",
+    ),
+    (
+        lambda: rope_scaling({**LONGROPE, "short_factor": "1, 2"}),
+        TypeError,
+        r"scaling\['short_factor'\] must be a list of positive numbers",
+    ),
+    (
+        lambda: rope_scaling({**LONGROPE, "long_factor": [1.0, 0.0]}),
+        ValueError,
+        r"scaling\['long_factor'\]\[1\] must be a positive finite number, got 0.0",
+    ),
+    (
+        lambda: rope_scaling({**LONGROPE, "long_factor": []}),
+        ValueError,
+        r"scaling\['long_factor'\] must be a non-empty list",
+    ),
+    (
+        lambda: rope_scaling({k: v for k, v in LONGROPE.items() if k != "factor"}),
+        ValueError,
+        r"scaling\['factor'\] \(or scaling\['attention_factor'\], or "
+        r"scaling\['max_position_embeddings'\]\) is required for rope_type 'longrope'",
+    ),
+    (
+        lambda: rope_scaling({"partial_rotary_factor": 1.5}),
+        ValueError,
+        r"scaling\['partial_rotary_factor'\] must be a number in \(0, 1\], got 1.5",
+    ),
+    # rope_frequencies
+    (lambda: rope_frequencies(7), ValueError, "dim must be even .* got 7"),
+    (lambda: rope_frequencies(0), ValueError, "dim must be an integer >= 2, got 0"),
+    (
+        lambda: rope_frequencies(2, scaling=DYNAMIC),
+        ValueError,
+        "dim must be >= 4 for rope_type 'dynamic'",
+    ),
+    (
+        lambda: rope_frequencies(16, scaling=LONGROPE),
+        ValueError,
+        r"scaling\['short_factor'\] must have dim/2 = 8 entries \(one per rotated pair\), got 4",
+    ),
+    # apply_rotary
+    (
+        lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(3, 4)),
+        ValueError,
+        r"cos/sin of shape \(3, 4\) must broadcast against x\[\.\.\., :4\] of shape \(2, 4\)",
+    ),
+    (
+        lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(2, 6)),
+        ValueError,
+        r"cos must have an even number of channels <= x.shape\[-1\] = 4, got shape \(2, 6\)",
+    ),
+    (
+        lambda: apply_rotary(np.ones((2, 4), dtype=int), *rotary_cos_sin(2, 4)),
+        TypeError,
+        "x must be a floating-point array, got dtype int",
+    ),
+    (
+        lambda: apply_rotary(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 2))),
+        ValueError,
+        r"cos and sin must have the same shape, got \(2, 4\) and \(2, 2\)",
+    ),
+    (
+        lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(2, 4), rotary_dim=2),
+        ValueError,
+        r"rotary_dim = 2 must be cos.shape\[-1\] = 4 \(tables laid out for pairs\) or "
+        r"2 \* cos.shape\[-1\] = 8 \(one column per pair\)",
+    ),
+    (
+        lambda: apply_rotary(np.ones((2, 4)), *rotary_cos_sin(2, 4), pairs="full"),
+        ValueError,
+        "pairs must be 'half' or 'interleaved', got 'full'",
+    ),
+    (
+        lambda: apply_rotary(np.float64(1.0), np.ones(2), np.ones(2)),
+        ValueError,
+        "x and cos must have a channel dimension",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), ERRORS)
+def test_errors_name_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_error_messages_list_the_allowed_rope_types():
+    with pytest.raises(ValueError, match=re.escape("'linear', 'dynamic', 'yarn', 'llama3'")):
+        rope_frequencies(8, scaling={"rope_type": "ntk"})
