@@ -10,6 +10,7 @@ The markers are listed, with what selects them, in ``pyproject.toml``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,12 +21,12 @@ def marks_below(conftest: str, *names: str) -> Callable[[list[pytest.Item]], Non
     """A ``pytest_collection_modifyitems`` hook that adds the markers ``names`` to every item
     collected from the folder of ``conftest`` (subfolders included). It runs before ``-m``
     selects (``tryfirst``), so ``-m NAME`` sees the markers."""
-    folder = Path(conftest).resolve().parent
+    folder = str(Path(conftest).resolve().parent) + os.sep
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
-            if folder in Path(item.path).resolve().parents:
+            if str(item.path).startswith(folder):  # pytest's paths are absolute and resolved
                 for name in names:
                     item.add_marker(name)
 

@@ -33,7 +33,8 @@ def _profile_name() -> str:
     value = os.environ.get("POSENC_FUZZ", "").strip().lower()
     if value not in _CHOICES:
         raise ValueError(
-            f"POSENC_FUZZ must be unset, 'fixed', 'long' or 'quick', got {os.environ['POSENC_FUZZ']!r}"
+            "POSENC_FUZZ must be unset, 'fixed', 'long' or 'quick', "
+            f"got {os.environ['POSENC_FUZZ']!r}"
         )
     return _CHOICES[value]
 

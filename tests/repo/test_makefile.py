@@ -70,22 +70,43 @@ def test_each_install_step_is_announced_first(goal: str, tmp_path: Path) -> None
         assert steps[i - 1].startswith("echo"), steps[i]
 
 
-def test_make_test_runs_the_end_to_end_files_under_two_more_kernel_sets(tmp_path: Path) -> None:
-    """``make test-kernels`` (part of ``make test``): each listed file exists, each kernel set
-    runs in its own pytest process."""
-    if not sys.version.startswith("3.11."):
-        pytest.skip("the Makefile's goals need Python 3.11")
+def _dry_run(goal: str, tmp_path: Path) -> str:
     result = subprocess.run(
-        ["make", "-n", "-C", str(ROOT), "test", f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        ["make", "-n", "-C", str(ROOT), goal, f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    text = result.stdout.replace("\\\n", " ")
-    loop = next(line for line in text.splitlines() if "ATEN_CPU_CAPABILITY=$capability" in line)
-    assert "for capability in default avx2;" in loop, loop
-    files = [word for word in loop.split() if word.startswith("tests/")]
-    assert len(files) >= 10, loop
-    for word in files:
-        assert (ROOT / word.partition("::")[0]).is_file(), word
+    return result.stdout.replace("\\\n", " ")  # a recipe line continued with a backslash
+
+
+@pytest.mark.parametrize(
+    ("goal", "selects"),
+    [("test-kernels", "-m kernel_sets"), ("test-compat", "-m compat"), ("test-sweep", "-m sweep")],
+)
+def test_targets_choose_their_tests_by_marker(goal: str, selects: str, tmp_path: Path) -> None:
+    """What a target runs is chosen by a marker that folders set, never by a list of files."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    runs = [line for line in _dry_run(goal, tmp_path).splitlines() if " -m pytest " in line]
+    assert runs, goal
+    for line in runs:
+        assert selects in line, line
+        assert "tests/" not in line, line
+
+
+def test_the_makefile_names_no_test_file() -> None:
+    recipes = [line for line in (ROOT / "Makefile").read_text().splitlines() if line[:1] == "\t"]
+    assert [line for line in recipes if "tests/" in line] == []
+
+
+def test_make_test_runs_each_kernel_set_in_its_own_process(tmp_path: Path) -> None:
+    """``make test-kernels`` (part of ``make test``): torch reads ``ATEN_CPU_CAPABILITY`` once,
+    so each kernel set is its own pytest run."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    text = _dry_run("test", tmp_path)
+    loop = next(line for line in text.splitlines() if "ATEN_CPU_CAPABILITY=$set" in line)
+    assert "for set in default avx2;" in loop, loop
+    assert "-m kernel_sets" in loop, loop
