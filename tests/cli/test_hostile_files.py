@@ -212,9 +212,9 @@ HOSTILE: dict[str, tuple[str, Callable[[], bytes], list[str], str]] = {
 
 def readers() -> Any:
     """The reader module (imported late, so that the command tests also run without it)."""
-    from posenc.cli import _readers
+    from posenc._io import tables
 
-    return _readers
+    return tables
 
 
 def assert_one_line_error(code: int, out: str, err: str, message: str) -> None:
@@ -283,7 +283,7 @@ def test_max_bytes_refuses_an_honest_table_until_raised(
     [("4096", 4096), ("8G", 8 * 2**30), ("1.5k", 1536), ("2 MiB", 2 * 2**20), ("1t", 2**40)],
 )
 def test_parse_size(text: str, value: int) -> None:
-    from posenc.cli._readers import parse_size
+    from posenc.cli._common import parse_size
 
     assert parse_size(text) == value
 
@@ -320,7 +320,7 @@ def test_bad_max_bytes_is_one_line(
 def test_default_limit_is_a_quarter_of_memory() -> None:
     import os
 
-    from posenc.cli._readers import default_max_bytes
+    from posenc._io.sizes import default_max_bytes
 
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert default_max_bytes() == total // 4

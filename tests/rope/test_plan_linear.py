@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import posenc
-from posenc.cli import _plan, main
+from posenc._io import plan_json as _plan
+from posenc.cli import main
 
 LAYERS = 4096
 

@@ -1,9 +1,10 @@
-"""The walks a reader takes to follow a call stay short, and a swap does its work once.
+"""What a call runs: a 1-D rope touches no multi-axis module, and a swap does its work once.
 
-Counted with ``tools/walk.py`` (files opened, changes of file: calls from one posenc file into
-another), which prints the same numbers from the command line:
+Followed with ``tools/walk.py``. How long the walks are (files opened, changes of file: calls
+from one posenc file into another) is a report, not a test:
 
     PYTHONPATH=src python tools/walk.py
+    PYTHONPATH=src python tools/sizes.py    # the walks beside the sizes of the source
 """
 
 from __future__ import annotations
@@ -35,11 +36,6 @@ def _walk_tool() -> ModuleType:
 walk = _walk_tool()
 
 
-def test_the_rope_constructor_opens_at_most_eight_files() -> None:
-    files = walk.summary(walk.trace(walk.WALKS["rope"]())).files
-    assert len(files) <= 8, files
-
-
 def test_one_dimensional_rope_touches_no_multi_axis_module() -> None:
     files = walk.summary(walk.trace(walk.WALKS["rope-call"]())).files
     assert [f for f in files if "multi_axis" in f] == []
@@ -60,12 +56,6 @@ def _tiny_llama() -> Any:
     )
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config).eval()
-
-
-def test_one_swap_changes_file_at_most_fifty_times() -> None:
-    pytest.importorskip("transformers")
-    found = walk.summary(walk.trace(walk.WALKS["swap"]()))
-    assert found.changes <= 50, found
 
 
 def _calls(call: Callable[[], Any], names: set[str]) -> Counter[str]:

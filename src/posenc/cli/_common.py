@@ -1,11 +1,9 @@
-"""Pieces shared by the subcommands: common options, position parsing, a progress bar, and the
-SIGTERM and SIGHUP handlers of the command."""
+"""Pieces shared by the subcommands: common options (and the size type of ``--max-bytes``),
+position parsing, a progress bar, and the SIGTERM and SIGHUP handlers of the command."""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import os
 import re
 import signal
 import sys
@@ -13,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from fractions import Fraction
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
@@ -33,9 +31,9 @@ __all__ = [
     "add_positions_options",
     "add_subcommand",
     "check_d_model",
-    "check_exists",
     "check_length_option",
     "parse_positions",
+    "parse_size",
     "positions_of",
     "sigterm_raises",
 ]
@@ -309,20 +307,27 @@ class Progress:
             self.stream.flush()
 
 
-def check_exists(path: Path) -> None:
-    """A ``FileNotFoundError`` (or ``OSError``) saying why ``path`` cannot be opened: missing, a
-    link to nothing, or a loop of symbolic links (``Path.exists`` is False for all three)."""
-    try:
-        path.stat()
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise FileNotFoundError(
-                f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
-            ) from None
-        raise FileNotFoundError(f"no such file: {path}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(
-                f"{path}: too many levels of symbolic links (a loop of links), expected a file"
-            ) from None
-        raise OSError(f"{path}: {exc.strerror or exc}") from None
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_MAX_SIZE = 2**63 - 1  # sizes are compared with file and array sizes, int64 on every platform
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes: an integer, or a number with K, M, G, T or P (powers of 1024).
+
+    The ``type`` of ``--max-bytes``; argparse turns the error into one line.
+
+    >>> parse_size("8G"), parse_size("1.5k"), parse_size("512 MiB")
+    (8589934592, 1536, 536870912)
+    """
+    match = _SIZE.fullmatch(text)
+    value = 0
+    if match and len(match[1]) <= 64:  # longer: far beyond the largest size, or not a size
+        value = int(Fraction(match[1]) * _UNITS[match[2].lower()])  # exact, no float overflow
+    if not 1 <= value <= _MAX_SIZE:
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise argparse.ArgumentTypeError(
+            "must be a positive size in bytes, e.g. 4096, 512M or 8G (K, M, G, T: powers of "
+            f"1024), at most 2**63 - 1, got {shown!r}"
+        )
+    return value

@@ -29,8 +29,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._common import add_subcommand
-from ._readers import FileError, default_max_bytes, format_size, parse_size, read_table
+from .._io.files import FileError
+from .._io.sizes import default_max_bytes, format_size
+from .._io.tables import read_table
+from ._common import add_subcommand, parse_size
 
 HELP = "report which convention, base and position offset produced a stored table"
 

@@ -27,19 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from ._common import add_subcommand, check_exists
-from ._readers import FileError, default_max_bytes, format_size, parse_size
+from .._io.config_file import read_config_file
+from .._io.plan_json import bias_dict, plan_dict
+from .._io.sizes import default_max_bytes, format_size
+from ._common import add_subcommand, parse_size
 
 HELP = "print the RoPE (or attention bias) of every layer of a model, from its config.json"
 
 #: The version of the ``--json`` document's layout (docs/reference/cli.md): it changes when a
 #: field is renamed, removed or changes meaning, not when one is added.
 SCHEMA_VERSION = 1
-
-#: The deepest nesting of lists and objects accepted in a config file.
-MAX_DEPTH = 64
-
-_CHUNK = 1 << 20  # bytes read at a time
 
 
 def add_parser(sub: Any) -> None:
@@ -102,183 +99,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(plan_text(str(args.config), report))
     return 0
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
-    """The JSON object in ``path``, read at most ``max_bytes``; one-line errors naming it."""
-    check_exists(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, expected a config.json file")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise FileError(
-            f"{path} holds {format_size(size)}, more than --max-bytes ({format_size(max_bytes)});"
-            " pass a larger --max-bytes to read it"
-        )
-    data = _read_bounded(path, max_bytes)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        config = json.loads(text)
-    except RecursionError:
-        raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:
-        raise FileError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise FileError(f"{path} must hold a JSON object (a config.json), got {_kind(config)}")
-    if _depth(config) > MAX_DEPTH:
-        raise FileError(f"{path} nests lists or objects deeper than {MAX_DEPTH} levels")
-    return config
-
-
-def _read_bounded(path: Path, max_bytes: int) -> bytes:
-    """The bytes of ``path``, read in chunks of at most :data:`_CHUNK` (a device or a growing
-    file may hold more than its size said): what is allocated is what the file holds."""
-    chunks, total = [], 0
-    with path.open("rb") as file:
-        while chunk := file.read(min(_CHUNK, max_bytes + 1 - total)):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise FileError(f"{path} holds more than --max-bytes ({format_size(max_bytes)})")
-    return b"".join(chunks)
-
-
-def _kind(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def _depth(value: Any) -> int:
-    """How deeply lists and dicts nest in ``value`` (without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        deepest = max(deepest, depth)
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return deepest
-
-
-# --------------------------------------------------------------------------- the report
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with tuples as lists and NumPy numbers and arrays as Python ones."""
-    if isinstance(value, np.ndarray | np.generic):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
-    scaling = layer.scaling
-    return {
-        "layer_type": layer.layer_type,
-        "layers": indices,
-        "uses_positions": layer.uses_positions,
-        "rope_type": layer.rope_type,
-        "base": layer.base,
-        "scaling": None if scaling is None else _plain(dict(scaling.params)),
-        "head_dim": layer.head_dim,
-        "rotary_dim": layer.rotary_dim,
-        "pairs": layer.pairs,
-        "pairs_source": layer.pairs_source,
-        "attention_factor": layer.attention_factor,
-        "axes": list(layer.axes),
-        "sections": list(layer.sections),
-        "interleaved_sections": layer.interleaved_sections,
-        "schedule": layer.schedule,
-        "slot_order": list(layer.slot_order),
-        "order": layer.order,
-        "pairs_per_axis": layer.pairs_per_axis,
-        "unsupported": layer.unsupported or None,
-        "inert": {str(k): _plain(v) for k, v in layer.inert},
-        "notes": list(layer.notes),
-        "frequencies": [float(w) for w in layer.frequencies],
-    }
-
-
-def plan_dict(plan: Any, layer_type: str | None = None) -> dict[str, Any]:
-    """The plan as plain JSON data: one entry in ``"kinds"`` per distinct layer kind.
-
-    Linear in the number of layers: layers are bucketed by layer type and head size (layers in
-    different buckets never share a row), and each row's notes are an ordered set.
-    """
-    groups: list[tuple[Any, list[int] | None, dict[str, None]]] = []
-    if plan.layers:
-        buckets: dict[tuple[str, int], list[int]] = {}  # (layer_type, head_dim) -> groups
-        for i, layer in enumerate(plan.layers):
-            bucket = buckets.setdefault((layer.layer_type, layer.head_dim), [])
-            for g in bucket:
-                kind, indices, notes = groups[g]
-                if _same_kind(kind, layer) and indices is not None:
-                    indices.append(i)
-                    notes.update(dict.fromkeys(layer.notes))
-                    break
-            else:
-                bucket.append(len(groups))
-                groups.append((layer, [i], dict.fromkeys(layer.notes)))
-    else:  # the config does not say which layer uses which set
-        groups = [(kind, None, dict.fromkeys(kind.notes)) for kind in plan.kinds.values()]
-    if layer_type is not None:
-        groups = [g for g in groups if g[0].layer_type == layer_type]
-    return {
-        "model_type": plan.model_type,
-        "source": plan.source,
-        "num_layers": len(plan.layers),
-        "kinds": [
-            _layer_dict(kind, indices) | {"notes": list(notes)} for kind, indices, notes in groups
-        ],
-        "notes": list(plan.notes),
-    }
-
-
-def bias_dict(plan: Any) -> dict[str, Any]:
-    """The attention bias of :func:`posenc._bias.config.bias_plan` as plain JSON data: one
-    entry in ``"kinds"`` per run of equal layers of a stack."""
-    kinds: list[dict[str, Any]] = []
-    for stack, index, layer in plan.layers:
-        if kinds and kinds[-1]["stack"] == stack and kinds[-1]["_layer"] == layer:
-            kinds[-1]["layers"].append(index)
-            continue
-        kinds.append(
-            {
-                "_layer": layer,
-                "stack": stack,
-                "layers": [index],
-                "kind": layer.kind,
-                "heads": layer.heads,
-                "direction": layer.direction,
-                "slope_rule": layer.slope_rule,
-                "max_bias": layer.max_bias,
-                "form": layer.form,
-                "slopes": None if layer.kind != "alibi" else _plain(layer.slopes()),
-                "num_buckets": layer.num_buckets,
-                "max_distance": layer.max_distance,
-                "shared_table": layer.shared_table,
-                "notes": list(layer.notes),
-            }
-        )
-    for kind in kinds:
-        del kind["_layer"]
-    return {"source": plan.source, "kinds": kinds, "notes": list(plan.notes)}
-
-
-def _same_kind(a: Any, b: Any) -> bool:
-    """Whether two layers go in one row: equal, or both without RoPE (their notes, which name
-    the layer, are merged)."""
-    if a.uses_positions or b.uses_positions:
-        return bool(a == b)
-    return bool(a.layer_type == b.layer_type and a.head_dim == b.head_dim)
 
 
 # --------------------------------------------------------------------------- the table

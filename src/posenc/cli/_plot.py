@@ -30,9 +30,16 @@ from typing import Any
 import numpy as np
 
 from .._checks import TooLargeError, sized_by
-from ._common import add_encoding_options, add_force_option, add_subcommand, check_length_option
+from .._io.sizes import default_max_bytes
+from .._io.tables import read_table
+from ._common import (
+    add_encoding_options,
+    add_force_option,
+    add_subcommand,
+    check_length_option,
+    parse_size,
+)
 from ._output import Output
-from ._readers import default_max_bytes, parse_size, read_table
 
 HELP = "draw a figure (heatmap, sinusoids, ..., bias, buckets, slopes) to PNG/SVG"
 

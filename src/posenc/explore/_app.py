@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl
 from flask import Flask, Response, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException, MethodNotAllowed, NotFound
 
-from ..cli._readers import format_size
+from .._io.sizes import format_size
 from . import _panels_files, _panels_tables
 from ._controls import Control, parse_all
 from ._site import (

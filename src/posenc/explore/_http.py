@@ -45,7 +45,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.serving import LISTEN_QUEUE, ThreadedWSGIServer, WSGIRequestHandler
 
-from ..cli._readers import format_size
+from .._io.sizes import format_size
 from . import _panels_files, _site
 from ._site import HEADERS, RequestError, to_json
 

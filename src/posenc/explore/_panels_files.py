@@ -17,12 +17,15 @@ import numpy as np
 from .. import _figure_data as fd
 from .._conventions import CONVENTIONS
 from .._describe import describe
+from .._io.config_file import read_config_file
+from .._io.files import FileError
+from .._io.plan_json import plan_dict
+from .._io.sizes import format_size
+from .._io.tables import TORCH_SUFFIXES, read_table
 from .._rope.plan import rope_plan
 from .._sinusoidal import sinusoidal
 from ..analysis._identify import identify
 from ..analysis._recipes import odd_exponent_table
-from ..cli._plan import plan_dict, read_config_file
-from ..cli._readers import TORCH_SUFFIXES, FileError, format_size, read_table
 from . import _charts as ch
 from . import _controls as c
 from ._controls import MAX_D_MODEL, MAX_DRAWN_ROWS, Control

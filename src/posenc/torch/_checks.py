@@ -39,7 +39,6 @@ from .._checks import (
 )
 from .._checks import check_offset as core_check_offset
 from .._switches import Switch
-from ._kernels._cast import FLOAT_DTYPES, check_dtype
 
 __all__ = [
     "add_offset",
@@ -57,6 +56,9 @@ __all__ = [
 ]
 
 _DATA_CHECKS = [False]
+
+#: The dtypes the kernels compute in.
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 _UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
 
@@ -90,6 +92,16 @@ def data_checked(tensor: torch.Tensor) -> bool:
     if torch.compiler.is_compiling() or tensor.device.type == "meta":
         return False
     return tensor.device.type == "cpu" or _DATA_CHECKS[0]
+
+
+def check_dtype(name: str, dtype: Any) -> torch.dtype:
+    """``dtype`` must be one of torch.float16, bfloat16, float32, float64."""
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be one of torch.float16, torch.bfloat16, torch.float32, "
+            f"torch.float64, got {dtype!r}"
+        )
+    return dtype  # type: ignore[no-any-return]
 
 
 def check_tensor(name: str, value: Any) -> None:

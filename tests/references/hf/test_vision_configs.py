@@ -139,8 +139,8 @@ def test_the_file_plan_equals_the_object_plan(model: str, tmp_path: Path) -> Non
     assert_same_plan(posenc.rope_plan(json.loads(config.to_json_string())), theirs)
     # and posenc plan --vision --json prints that plan
     if vision:
+        from posenc._io.plan_json import plan_dict
         from posenc.cli import main
-        from posenc.cli._plan import plan_dict
 
         path = tmp_path / "config.json"
         path.write_text(json.dumps(data))

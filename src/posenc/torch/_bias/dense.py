@@ -28,8 +28,8 @@ from ..._bias.distance import kerple_bias as core_kerple
 from ..._bias.distance import sandwich_bias as core_sandwich
 from ..._bias.positions import as_positions, cast_in_blocks, check_count, check_fits, check_pairs
 from ..._bias.positions import position_count as core_position_count
-from .._checks import as_device
-from .._kernels._cast import cast_exact, check_dtype
+from .._checks import as_device, check_dtype
+from .._kernels._cast import cast_exact
 
 __all__ = [
     "alibi_bias",

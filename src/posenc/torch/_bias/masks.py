@@ -35,8 +35,7 @@ from typing import Any
 import torch
 
 from ..._checks import check_allocation, check_bool, check_int
-from .._checks import as_device, data_checked
-from .._kernels._cast import check_dtype
+from .._checks import as_device, check_dtype, data_checked
 
 __all__ = ["PairRule", "allowed_pairs", "bias_attn_mask"]
 

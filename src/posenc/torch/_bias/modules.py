@@ -29,8 +29,8 @@ from torch import nn
 from ..._bias.buckets import BucketConvention
 from ..._bias.distance import fire_distance
 from ..._bias.positions import check_count, check_pairs, check_parameter
-from .._checks import as_device, data_checked
-from .._kernels._cast import cast_exact, check_dtype
+from .._checks import as_device, check_dtype, data_checked
+from .._kernels._cast import cast_exact
 from .dense import position_count, position_tensor, t5_buckets
 
 #: T5RelativeBias reads its buckets from a table indexed by distance up to ``max_distance``

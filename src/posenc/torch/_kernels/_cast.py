@@ -13,20 +13,9 @@ from typing import Any
 import torch
 
 from ..._switches import fast_paths_enabled
+from .._checks import check_dtype
 
-__all__ = ["FLOAT_DTYPES", "cast_exact", "check_dtype", "store"]
-
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def check_dtype(name: str, dtype: Any) -> torch.dtype:
-    """``dtype`` must be one of torch.float16, bfloat16, float32, float64."""
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} must be one of torch.float16, torch.bfloat16, torch.float32, "
-            f"torch.float64, got {dtype!r}"
-        )
-    return dtype  # type: ignore[no-any-return]
+__all__ = ["cast_exact", "store"]
 
 
 def cast_exact(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

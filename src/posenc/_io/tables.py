@@ -8,7 +8,7 @@ only the one tensor is read).
 Every reader learns the array's shape and dtype from the file's header and checks them before
 it allocates anything: the array must have two dimensions and a number dtype, and the bytes it
 will occupy must not exceed ``max_bytes`` (``--max-bytes``; by default a quarter of physical
-memory, :func:`default_max_bytes`). It then reads exactly the bytes the header declares: a
+memory, ``sizes.default_max_bytes``). It then reads exactly the bytes the header declares: a
 file or member that holds fewer is truncated, one that holds more lies about its size, and
 either is an error. Object arrays are never loaded (``allow_pickle`` is never set), and a
 PyTorch file that holds anything but tensors is refused, and so is a tensor whose storage holds
@@ -23,7 +23,6 @@ line that names the file (and the key), never a deep traceback.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -33,7 +32,6 @@ import stat
 import struct
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -41,33 +39,19 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
-from ._common import check_exists
+from .files import FileError, check_exists
+from .sizes import format_size
 
-__all__ = [
-    "FALLBACK_MAX_BYTES",
-    "SUFFIXES",
-    "FileError",
-    "Table",
-    "default_max_bytes",
-    "format_size",
-    "parse_size",
-    "read_table",
-    "table_shape",
-]
+__all__ = ["SUFFIXES", "TORCH_SUFFIXES", "Table", "read_table", "table_shape"]
 
+#: The suffixes of PyTorch files (read with torch).
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 #: The file suffixes ``read_table`` accepts (case-insensitive).
 SUFFIXES = (".npy", ".npz", *TORCH_SUFFIXES, ".safetensors")
-#: ``default_max_bytes()`` where the size of physical memory cannot be read: 2 GiB.
-FALLBACK_MAX_BYTES = 2 * 2**30
 
 _CHUNK = 16 * 2**20  # bytes read at a time
 _MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own limit
 _BFLOAT16_TOLERANCE = 2.0**-8  # one bfloat16 unit near 1
-
-
-class FileError(ValueError):
-    """A file that cannot be used; the message names it and says why."""
 
 
 class Table(NamedTuple):
@@ -103,57 +87,6 @@ class _Header(NamedTuple):
     dtype: np.dtype[Any] | None  # None: no NumPy equivalent
     label: str
     fortran: bool = False
-
-
-# --------------------------------------------------------------------------- sizes
-
-
-def default_max_bytes() -> int:
-    """A quarter of physical memory (``SC_PAGE_SIZE * SC_PHYS_PAGES / 4``), or 2 GiB
-    (:data:`FALLBACK_MAX_BYTES`) where the system does not say."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return FALLBACK_MAX_BYTES
-    return total // 4 if total > 0 else FALLBACK_MAX_BYTES
-
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
-_MAX_SIZE = 2**63 - 1  # sizes are compared with file and array sizes, int64 on every platform
-
-
-def parse_size(text: str) -> int:
-    """A size in bytes: an integer, or a number with K, M, G, T or P (powers of 1024).
-
-    The ``type`` of ``--max-bytes``; argparse turns the error into one line.
-
-    >>> parse_size("8G"), parse_size("1.5k"), parse_size("512 MiB")
-    (8589934592, 1536, 536870912)
-    """
-    match = _SIZE.fullmatch(text)
-    value = 0
-    if match and len(match[1]) <= 64:  # longer: far beyond the largest size, or not a size
-        value = int(Fraction(match[1]) * _UNITS[match[2].lower()])  # exact, no float overflow
-    if not 1 <= value <= _MAX_SIZE:
-        shown = text if len(text) <= 40 else f"{text[:37]}..."
-        raise argparse.ArgumentTypeError(
-            "must be a positive size in bytes, e.g. 4096, 512M or 8G (K, M, G, T: powers of "
-            f"1024), at most 2**63 - 1, got {shown!r}"
-        )
-    return value
-
-
-def format_size(size: int) -> str:
-    """``size`` bytes for a message: exact below 1 MiB, else 4 digits in MiB .. PiB.
-
-    >>> format_size(4096), format_size(200_000_000), format_size(500 * 2**30)
-    ('4,096 bytes', '190.7 MiB', '500 GiB')
-    """
-    for power, unit in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB")):
-        if size >= 2**power:
-            return f"{size / 2**power:.4g} {unit}"
-    return f"{size:,} bytes"
 
 
 def _declared(header: _Header) -> str:
