@@ -37,3 +37,14 @@ GEMMA3 = {
         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
     },
 }
+
+#: RoPE scaling dicts as configs write them
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+LONGROPE = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 1.5, 2.0, 3.0],
+    "long_factor": [2.0, 4.0, 8.0, 16.0],
+    "original_max_position_embeddings": 512,
+    "factor": 8.0,
+}
+DYNAMIC = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 512}
