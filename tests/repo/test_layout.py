@@ -1,4 +1,5 @@
-"""The tree as a map of the design: a small explicit surface, and modules of readable size.
+"""The tree as a map of the design: a small explicit surface, imports that run down the tree,
+and tests in the package's shape.
 
 - The public modules are exactly ``posenc``, ``posenc.analysis``, ``posenc.torch``,
   ``posenc.torch.hf``, ``posenc.plot``, ``posenc.cli`` and ``posenc.explore``; every other
@@ -15,6 +16,8 @@
   ``posenc.explore``, never the reverse), and a private module imports no public face: not the
   package it belongs to, and no other (only the edges, ``posenc.cli``, use the public faces of
   other packages).
+- ``tests/`` mirrors the package: a folder per package (``tests/rope`` for ``posenc/_rope``,
+  ``tests/core`` for the root modules), plus ``references``, ``fuzz``, ``docs`` and ``repo``.
 
 Sizes are a report, not a test: ``python tools/sizes.py`` prints the code lines of every
 module, the largest functions and classes, the private modules at the root and the walks of
@@ -462,3 +465,64 @@ def test_the_public_name_check_can_fail() -> None:
 def test_import_posenc_keeps_the_private_modules_private() -> None:
     hidden = [name for name in posenc.__all__ if isinstance(getattr(posenc, name), ModuleType)]
     assert hidden == ["analysis"]
+
+
+# -- tests/ mirrors the package -------------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+#: test folders that are not one package: comparisons with the real libraries, the fuzz suite,
+#: the docs and the repository itself (packaging, layout, Makefile)
+NOT_A_PACKAGE = {"references", "fuzz", "docs", "repo"}
+
+
+def _test_folders(src: Path) -> set[str]:
+    """The tests/ folder of each package under ``src``: its path with the leading underscores
+    dropped (``_rope`` -> ``rope``, ``torch/_kernels`` -> ``torch/kernels``), ``core`` for the
+    root."""
+    return {
+        "/".join(part.lstrip("_") for part in p.parent.relative_to(src).parts) or "core"
+        for p in src.rglob("__init__.py")
+    }
+
+
+def _unmirrored(tests: Path, src: Path) -> list[str]:
+    """Test folders that are no package's (a subfolder of a package's folder is allowed), and
+    packages without a test folder."""
+    packages = _test_folders(src)
+    found = {f"tests/{p}: no test folder for its package" for p in packages}
+    for folder in {p.parent for p in tests.rglob("test_*.py")}:
+        relative = folder.relative_to(tests).as_posix()
+        parts = relative.split("/")
+        found -= {f"tests/{'/'.join(parts[:n])}: no test folder for its package" for n in (1, 2, 3)}
+        if relative == ".":
+            found.add("tests/: a test file outside the package's folders")
+        elif parts[0] not in NOT_A_PACKAGE and not any(
+            "/".join(parts[:n]) in packages for n in range(len(parts), 0, -1)
+        ):
+            found.add(f"tests/{relative}: no package src/posenc/.../{relative}")
+    return sorted(found)
+
+
+def test_tests_mirror_the_package() -> None:
+    """Every test file lives in the folder of a package (``tests/rope`` for ``posenc/_rope``,
+    ``tests/core`` for the root modules; a subfolder of it, like ``explore/browser``) or in one
+    of ``NOT_A_PACKAGE``, and every package has a test folder."""
+    assert _unmirrored(TESTS, SRC) == []
+
+
+def test_the_mirror_check_can_fail(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "posenc"
+    for package in ("", "_rope", "_bias", "torch/_kernels"):
+        (src / package).mkdir(parents=True, exist_ok=True)
+        (src / package / "__init__.py").write_text("")
+    tests = tmp_path / "tests"
+    for path in ("test_a.py", "core/test_b.py", "rope/x/test_b.py", "torch/kernels/test_c.py"):
+        (tests / path).parent.mkdir(parents=True, exist_ok=True)
+        (tests / path).write_text("")
+    (tests / "ropes").mkdir()
+    (tests / "ropes" / "test_d.py").write_text("")
+    assert _unmirrored(tests, src) == [
+        "tests/: a test file outside the package's folders",
+        "tests/bias: no test folder for its package",
+        "tests/ropes: no package src/posenc/.../ropes",
+    ]

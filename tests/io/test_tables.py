@@ -1,4 +1,5 @@
-"""``posenc identify`` on files that are empty, truncated, corrupt or lying about their sizes.
+"""The bounded table readers (``posenc/_io/tables.py``), through ``posenc identify``: files that
+are empty, truncated, corrupt or lying about their sizes.
 
 Every such file gives exit code 2 and one line on stderr naming the file, never a traceback,
 and no declared size is allocated before it is checked against ``--max-bytes``.
