@@ -21,89 +21,30 @@ from .checks import check_rounded_once
 from .contract import DOUBTFUL, VALID, Args, choose, expect_array, run
 from .profile import fuzz
 from .values import (
+    FLOAT_BOUNDED,
+    FLOAT_OUT,
+    HOSTILE_BIAS_POSITIONS,
     HUGE,
     INF,
     NAN,
+    NUMPY_RELATIVE,
     WRONG_TYPES,
     Detachable,
+    bias_meaning,
+    bias_positions,
     count,
     detachable,
     distance_setting,
     flag,
     name,
+    plain,
     positive,
     reals,
 )
 
 ALIBI_CONVENTIONS = ("exact", "bloom", "mpt", "falcon")
 BUCKET_CONVENTIONS = ("exact", "transformers")
-FLOAT_OUT = choose(
-    st.sampled_from([np.float32, np.float64, "float32", "f8"]),
-    st.sampled_from([np.int32, "bfloat16", bool, complex, 1.5, "x"]),
-    st.sampled_from([np.float16]),  # may overflow: refused by name (dtype) or finite
-)
-#: Output dtypes of a bias that float16 holds (small sizes): float16 is valid, and checked as
-#: the float64 truth rounded once.
-FLOAT_BOUNDED = choose(
-    st.sampled_from([np.float32, np.float64, "float32", "f8", np.float16, "float16", "e"]),
-    st.sampled_from([np.int32, "bfloat16", bool, complex, 1.5, "x"]),
-)
 F64 = 2.0**-52
-
-
-def plain(value: Any) -> Any:
-    """A drawn value as NumPy reads it (a :class:`Detachable` detached)."""
-    return value.detach() if isinstance(value, Detachable) else value
-
-
-def _position_lists(wrapped: bool) -> st.SearchStrategy[Any]:
-    values = st.integers(-(10**6), 10**6)
-    plain_forms = st.one_of(
-        st.integers(0, 9),
-        st.lists(values, max_size=5),
-        st.lists(values, max_size=5).map(lambda v: np.array(v, dtype=np.int64)),
-        st.lists(st.integers(0, 120), max_size=5).map(lambda v: np.array(v, dtype=np.uint8)),
-        st.lists(st.integers(-1000, 1000), max_size=4).map(lambda v: np.array(v, float)),
-    )
-    if not wrapped:
-        return plain_forms
-    # the NumPy core also reads a detachable parameter and Python ints of any size
-    held = st.lists(values, max_size=5).map(lambda v: Detachable(np.array(v, np.int64)))
-    return plain_forms | held | st.lists(values, max_size=3).map(lambda v: np.array(v, object))
-
-
-HOSTILE_POSITIONS = st.sampled_from(
-    [
-        *WRONG_TYPES,
-        -1,
-        2.5,
-        NAN,
-        [0.5],
-        [NAN],
-        [1, INF],
-        [2**53 + 1],
-        [-(2**53) - 1],
-        [[1, 2], [3]],
-        np.zeros((2, 2), dtype=np.int64),
-        np.array([1 + 1j]),
-        np.array(["1"]),
-        2**60,
-        10**30,
-    ]
-)
-
-
-def bias_positions(*, wrapped: bool = False) -> st.SearchStrategy[Any]:
-    """Query or key positions; ``wrapped``: also as a :class:`Detachable` or an object array
-    of Python ints (what the NumPy core reads; the front-ends' tests leave them out)."""
-    return choose(_position_lists(wrapped), HOSTILE_POSITIONS)
-
-
-def meaning(value: Any) -> np.ndarray:
-    """Valid positions as int64: an int is a length."""
-    if isinstance(value, int | np.integer) and not isinstance(value, bool):
-        return np.arange(int(value), dtype=np.int64)
-    return np.asarray(plain(value)).astype(np.int64).reshape(-1)
 
 
 def paper_slopes(heads: int, max_bias: float) -> np.ndarray:
@@ -192,7 +133,7 @@ def test_alibi_bias(data: st.DataObject) -> None:
     dtype = a.draw("dtype", FLOAT_OUT, optional=True)
 
     def check(out: np.ndarray) -> None:
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         slopes = _sharded(_all_slopes(heads, max_bias, extra), shard)
         rel = (k[None, :] - q[:, None]).astype(np.float64)
         factor = {"key": np.broadcast_to(k[None, :], rel.shape), "relative": rel}.get(
@@ -245,32 +186,6 @@ def t5_reference(rel: int, bidirectional: bool, num_buckets: int, max_distance: 
     while t < n and d**n * exact ** (t + 1) >= exact**n * max_distance ** (t + 1):
         t += 1
     return offset + min(exact + t, side - 1)
-
-
-RELATIVE = choose(
-    st.one_of(
-        st.lists(st.integers(-(10**6), 10**6), max_size=6).map(np.array),
-        st.lists(st.integers(-(10**6), 10**6), max_size=6),
-        st.integers(-(10**6), 10**6),
-        st.lists(st.integers(-50, 50), min_size=4, max_size=4).map(
-            lambda v: np.array(v, dtype=np.int32).reshape(2, 2)
-        ),
-    ),
-    st.sampled_from(
-        [*WRONG_TYPES, 2.5, [0.5], [NAN], [INF], [2**54 + 1], [2**63], np.array(["1"])]
-    ),
-)
-#: RELATIVE, and what the NumPy core also reads: a detachable parameter, Python ints (any
-#: size), empty and 0-d arrays.
-NUMPY_RELATIVE = choose(
-    st.lists(st.integers(-(10**6), 10**6), max_size=6).map(lambda v: Detachable(np.array(v)))
-    | st.lists(st.integers(-(10**6), 10**6), max_size=4).map(lambda v: np.array(v, object))
-    | st.sampled_from([np.zeros((0, 3), np.int64), np.int64(-40), np.array(7), np.array([])]),
-    st.sampled_from(
-        [np.array([1, None], dtype=object), Detachable(np.array([0.5])), [2**64],
-         np.array([2**70], dtype=object), [[1, 2], [3]]]
-    ),
-) | RELATIVE  # fmt: skip
 
 
 @fuzz()
@@ -381,7 +296,7 @@ def test_t5_bias(data: st.DataObject) -> None:
     dtype = a.draw("dtype", FLOAT_BOUNDED, optional=True)  # tables within +-100
 
     def check(out: np.ndarray) -> None:
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         rel = k[None, :] - q[:, None]
         both = True if bidirectional is None else bool(bidirectional)
         buckets = np.array(
@@ -404,7 +319,7 @@ def test_relative_positions(data: st.DataObject) -> None:
     key = a.draw("key_positions", bias_positions(wrapped=True))
 
     def check(out: np.ndarray) -> None:
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         want = k[None, :] - q[:, None]
         np.testing.assert_array_equal(expect_array(out, want.shape, np.int64), want)
 
@@ -464,7 +379,7 @@ def test_kerple_bias(data: st.DataObject) -> None:
     dtype = a.draw("dtype", FLOAT_OUT, optional=True)
 
     def check(out: np.ndarray) -> None:
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         dist = np.abs(k[None, :] - q[:, None]).astype(np.float64)[None]
         s = np.atleast_1d(np.asarray(plain(r1), float))[:, None, None]
         r = np.atleast_1d(np.asarray(plain(r2), float))[:, None, None]
@@ -485,7 +400,7 @@ def test_fire_distance(data: st.DataObject) -> None:
         "query_positions",
         choose(
             st.integers(0, 9) | st.lists(st.integers(0, 10**6), max_size=5),
-            HOSTILE_POSITIONS | st.just([-3]),
+            HOSTILE_BIAS_POSITIONS | st.just([-3]),
         ),
     )
     key = a.draw("key_positions", bias_positions(wrapped=True))
@@ -501,7 +416,7 @@ def test_fire_distance(data: st.DataObject) -> None:
     def check(out: np.ndarray) -> None:
         mp = mpmath.mp
         mp.dps = 40
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         scale, floor = mp.mpf(float(c or 1.0)), mp.mpf(float(threshold or 1.0))
         want = np.array(
             [[float(mp.log1p(scale * max(i - j, 0)) / mp.log1p(scale * max(mp.mpf(int(i)), floor)))
@@ -530,7 +445,7 @@ def test_sandwich_bias(data: st.DataObject) -> None:
     dtype = a.draw("dtype", FLOAT_BOUNDED, optional=True)  # |bias| <= 32 here
 
     def check(out: np.ndarray) -> None:
-        q, k = meaning(query), meaning(key)
+        q, k = bias_meaning(query), bias_meaning(key)
         width = int(dim or 128)
         omega = float(base or 10000.0) ** (-2.0 * np.arange(width // 2) / width)  # finite here
         dist = np.abs(k[None, :] - q[:, None]).astype(np.float64)
@@ -579,7 +494,7 @@ def test_xpos_scales(data: st.DataObject) -> None:
                 ]
             ),
             # real positions of any shape are xPos positions (2.5 is one position)
-            HOSTILE_POSITIONS.filter(lambda v: not _xpos_valid(v)) | st.sampled_from(HUGE[3:]),
+            HOSTILE_BIAS_POSITIONS.filter(lambda v: not _xpos_valid(v)) | st.sampled_from(HUGE[3:]),
         ),
     )
     head_dim = a.draw("head_dim", count(2, 32))

@@ -14,15 +14,16 @@ import posenc
 
 from .contract import DOUBTFUL, Args, expect_array, run
 from .profile import fuzz
-from .test_bias import (
-    BUCKET_CONVENTIONS,
+from .test_bias import BUCKET_CONVENTIONS, deberta_reference
+from .values import (
     NUMPY_RELATIVE,
+    bias_meaning,
     bias_positions,
-    deberta_reference,
-    meaning,
+    count,
+    distance_setting,
+    name,
     plain,
 )
-from .values import count, distance_setting, name
 
 
 def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
@@ -43,7 +44,7 @@ def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
 
 def deberta_map(query: Any, key: Any, size: Any, top: Any) -> np.ndarray:
     """The exact query − key map (bucketed when both settings are given)."""
-    rel = meaning(query)[:, None] - meaning(key)[None, :]
+    rel = bias_meaning(query)[:, None] - bias_meaning(key)[None, :]
     if size is None:
         return rel
     flat = [deberta_reference(int(r), int(size), int(top)) for r in rel.flat]

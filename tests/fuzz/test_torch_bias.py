@@ -24,13 +24,21 @@ from .profile import fuzz  # noqa: E402
 from .test_bias import (  # noqa: E402
     ALIBI_CONVENTIONS,
     BUCKET_CONVENTIONS,
-    RELATIVE,
-    bias_positions,
     deberta_reference,
-    meaning,
     t5_reference,
 )
-from .values import INF, NAN, WRONG_TYPES, count, flag, name, positive  # noqa: E402
+from .values import (  # noqa: E402
+    INF,
+    NAN,
+    RELATIVE,
+    WRONG_TYPES,
+    bias_positions,
+    count,
+    flag,
+    name,
+    positive,
+)
+from .values import bias_meaning as meaning  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -20,9 +20,8 @@ import posenc.torch as pt  # noqa: E402
 from .contract import DOUBTFUL, HOSTILE, Args, choose, run  # noqa: E402
 from .frontends import expect_tensor  # noqa: E402
 from .profile import fuzz  # noqa: E402
-from .test_bias import bias_positions  # noqa: E402
 from .test_relative_terms import deberta_map, draw_bucketing  # noqa: E402
-from .values import INF, NAN, count  # noqa: E402
+from .values import INF, NAN, bias_positions, count  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
