@@ -51,11 +51,14 @@ def check_rows(
     compare(table[rows], values, errors, dtype_name, scale, where)
 
 
-def check_rounded_once(got: np.ndarray, want: np.ndarray, noise: Any = 0.0) -> None:
-    """``got`` (float16, float32 or float64) is the float64 truth ``want`` rounded once to its
-    dtype: within half a unit in the last place of that dtype at ``want``, plus ``noise``, the
-    float64 reference's own error (absolute, a number or per element)."""
-    name = got.dtype.name
+def check_rounded_once(
+    got: np.ndarray, want: np.ndarray, noise: Any = 0.0, dtype_name: str | None = None
+) -> None:
+    """``got`` (float16, float32 or float64, or the float64 values of a ``dtype_name`` result)
+    is the float64 truth ``want`` rounded once to its dtype: within half a unit in the last
+    place of that dtype at ``want``, plus ``noise``, the float64 reference's own error
+    (absolute, a number or per element)."""
+    name = dtype_name or got.dtype.name
     value = got.astype(np.float64)
     tol = 0.5 * ulp(name, want) + noise
     bad = ~(np.abs(value - want) <= tol)

@@ -81,6 +81,8 @@ class Frontend:
     bounded_bias_dtypes: st.SearchStrategy[Drawn]
     #: values it refuses where an array of floats is expected
     not_arrays: list[Any]
+    #: whether ALiBi's ``total_heads`` and ``shard`` combine (``posenc.torch``: not together)
+    shards_total_heads: bool
 
     def label(self, function: str) -> str:
         """The label of a call of ``function`` (``test_coverage.py`` reads it)."""
@@ -159,6 +161,7 @@ class NumpyFrontend(Frontend):
     float_names = ("float16", "float32", "float64")
     dtypes = values.NUMPY_DTYPES
     not_arrays: ClassVar[list[Any]] = [None, "x", [["a"]]]
+    shards_total_heads = True
 
     bias_dtypes, bounded_bias_dtypes = values.FLOAT_OUT, values.FLOAT_BOUNDED
 
@@ -215,6 +218,7 @@ class NumpyFrontend(Frontend):
 class TorchFrontend(Frontend):
     name, prefix = "torch", "posenc.torch"
     float_names = ("float16", "bfloat16", "float32", "float64")
+    shards_total_heads = False
 
     def __init__(self) -> None:
         import torch
