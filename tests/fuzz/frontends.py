@@ -135,9 +135,14 @@ class Frontend:
         """The front-end's array ``value`` cast to dtype ``name``."""
         raise NotImplementedError
 
-    def to_numpy(self, value: Any) -> np.ndarray:
-        """A value as NumPy: float64 for floats, exact integers."""
+    def to_numpy(self, value: Any) -> Any:
+        """The front-end's array ``value`` as NumPy (float64 for floats, exact integers);
+        anything else as it is."""
         raise NotImplementedError
+
+    def forms(self, value: Any, dtype: Any = None) -> st.SearchStrategy[Any]:
+        """Valid ``value`` in the forms the front-end takes: as it is, or as its array."""
+        return st.just(value)
 
     def misplaced(self, value: Any) -> list[Any]:
         """``value`` where the front-end cannot use it (another device, another framework)."""
@@ -203,9 +208,10 @@ class NumpyFrontend(Frontend):
     def cast(self, value: Any, name: str) -> Any:
         return value.astype(name)
 
-    def to_numpy(self, value: Any) -> np.ndarray:
-        array = np.asarray(value)
-        return array.astype(np.float64) if array.dtype.kind == "f" else array
+    def to_numpy(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            return value.astype(np.float64)
+        return value
 
     def work_eps(self, *names: str) -> float:
         return F64  # float64 throughout, rounded once at the end
@@ -274,12 +280,15 @@ class TorchFrontend(Frontend):
     def cast(self, value: Any, name: str) -> Any:
         return value.to(self.dtype(name))
 
-    def to_numpy(self, value: Any) -> np.ndarray:
+    def to_numpy(self, value: Any) -> Any:
         if not isinstance(value, self.torch.Tensor):
-            return np.asarray(value)
+            return value
         if value.is_floating_point():
             return value.detach().to(self.torch.float64).numpy()
         return value.detach().numpy()
+
+    def forms(self, value: Any, dtype: Any = None) -> st.SearchStrategy[Any]:
+        return st.sampled_from([value, self.torch.as_tensor(np.asarray(value, dtype=dtype))])
 
     def misplaced(self, value: Any) -> list[Any]:
         return [value.to("meta"), self.to_numpy(value)]
