@@ -1,11 +1,11 @@
 """Every public callable is fuzzed: a new public function without a fuzz test fails here.
 
 The fuzz tests label each call they make (``Args.call("posenc.sinusoidal", ...)``,
-``Call("hf.MarianPositions", ...)``, and in a test over both front-ends (``@each_frontend``)
-``frontend.label("sinusoidal")``: ``posenc.sinusoidal`` and ``posenc.torch.sinusoidal``); this
-test reads those labels from the fuzz sources and asks for one per public callable of
-``posenc``, ``posenc.torch``, ``posenc.torch.hf`` and ``posenc.analysis``, except the names
-below, which are not called with arguments to fuzz.
+``Args.build("hf.MarianPositions", ...)``, ``Call(...)``, and in a test over both front-ends
+(``@each_frontend``) ``frontend.label("sinusoidal")``: ``posenc.sinusoidal`` and
+``posenc.torch.sinusoidal``); this test reads those labels from the fuzz sources and asks for
+one per public callable of ``posenc``, ``posenc.torch``, ``posenc.torch.hf`` and
+``posenc.analysis``, except the names below, which are not called with arguments to fuzz.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ FRONTEND_PREFIXES = (NumpyFrontend.prefix, TorchFrontend.prefix)
 
 
 def call_labels(sources: list[Path]) -> set[str]:
-    """The labels of the calls the fuzz tests make: the first argument of ``Call(...)`` and
-    ``<args>.call(...)`` when it is a string, and ``<frontend>.label(name)`` in a test
-    decorated ``@each_frontend`` (the label in each front-end)."""
+    """The labels of the calls the fuzz tests make: the first argument of ``Call(...)``,
+    ``<args>.call(...)`` and ``<args>.build(...)`` when it is a string, and
+    ``<frontend>.label(name)`` in a test decorated ``@each_frontend`` (the label in each
+    front-end)."""
     labels = set()
     for path in sources:
         tree = ast.parse(path.read_text(), str(path))
@@ -93,7 +94,7 @@ def call_labels(sources: list[Path]) -> set[str]:
                 continue
             func = node.func
             named = (isinstance(func, ast.Name) and func.id == "Call") or (
-                isinstance(func, ast.Attribute) and func.attr == "call"
+                isinstance(func, ast.Attribute) and func.attr in ("call", "build")
             )
             first = node.args[0]
             if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -158,9 +159,12 @@ def test_exclusions_are_public_names(module_name: str) -> None:
 
 def test_a_public_function_without_a_fuzz_label_is_found(tmp_path: Path) -> None:
     source = tmp_path / "test_x.py"
-    source.write_text('run(a.call("posenc.sinusoidal", f, check))\nCall("hf.fake", f, {})\n')
+    source.write_text(
+        'run(a.call("posenc.sinusoidal", f, check))\nCall("hf.fake", f, {})\n'
+        'a.build("posenc.torch.RotaryEmbedding", f)\n'
+    )
     labels = call_labels([source])
-    assert labels == {"posenc.sinusoidal", "hf.fake"}
+    assert labels == {"posenc.sinusoidal", "hf.fake", "posenc.torch.RotaryEmbedding"}
     assert "frequencies" in unfuzzed("posenc", labels)
     assert "sinusoidal" not in unfuzzed("posenc", labels)
 

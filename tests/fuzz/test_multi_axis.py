@@ -501,10 +501,8 @@ def test_rotary_embedding_sections(data: st.DataObject) -> None:
         for arg in ("head_dim", "rotary_dim"):
             if a.kinds.get(arg) == VALID:
                 a.kinds[arg] = DOUBTFUL
-    module = run(
-        a.call("posenc.torch.RotaryEmbedding", pt.RotaryEmbedding, lambda m: None, aliases=NAMES)
-    )
-    if module is None or not a.clean:
+    module = a.build("posenc.torch.RotaryEmbedding", pt.RotaryEmbedding, aliases=NAMES)
+    if module is None:
         return
     b, h = (data.draw(st.integers(1, 2), label=n) for n in ("b", "h"))
     s = data.draw(st.integers(0, 4), label="s")
@@ -571,8 +569,8 @@ def test_hf_multi_axis_rotary(data: st.DataObject) -> None:
         choose(st.sampled_from(["half", "interleaved"]), st.sampled_from(["neox", None, 1])),
         optional=True,
     )
-    module = run(a.call("hf.MultiAxisRotary", hf.MultiAxisRotary, lambda m: None, aliases=NAMES))
-    if module is None or not a.clean:
+    module = a.build("hf.MultiAxisRotary", hf.MultiAxisRotary, aliases=NAMES)
+    if module is None:
         return
     n_axes = r["n_axes"]
     b, s = data.draw(st.integers(1, 2), label="b"), data.draw(st.integers(0, 4), label="s")
