@@ -48,13 +48,16 @@ def torch_dtype(args: Args) -> torch.dtype:
 
 
 def expect_tensor(result: Any, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """``result`` is a CPU tensor of ``shape`` and ``dtype``, all finite; its float64 values."""
+    """``result`` is a CPU tensor of ``shape`` and ``dtype``, all finite; its values (float64
+    for a float dtype, else exact)."""
     import torch
 
     assert isinstance(result, torch.Tensor), f"expected a tensor, got {type(result).__name__}"
     assert tuple(result.shape) == tuple(shape), f"shape {tuple(result.shape)}, expected {shape}"
     assert result.dtype == dtype, f"dtype {result.dtype}, expected {dtype}"
     assert result.device.type == "cpu", f"device {result.device}"
+    if not result.dtype.is_floating_point:
+        return result.detach().numpy()
     values = result.detach().to(torch.float64).numpy()
     assert np.all(np.isfinite(values)), "non-finite values in the result"
     return values
@@ -116,6 +119,7 @@ class Frontend:
         raise NotImplementedError
 
     def dtype_name(self, dtype: Any) -> str:
+        """The name of the front-end's dtype object ``dtype``."""
         raise NotImplementedError
 
     def result_dtype(self, a: Args, default: str | None = None) -> Any:
@@ -297,14 +301,7 @@ class TorchFrontend(Frontend):
         return F64 if "float64" in names else F32  # float32 unless a float64 operand
 
     def expect(self, result: Any, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        if dtype.is_floating_point:
-            return expect_tensor(result, shape, dtype)
-        torch = self.torch
-        assert isinstance(result, torch.Tensor), f"expected a tensor, got {type(result).__name__}"
-        assert tuple(result.shape) == tuple(shape), f"shape {tuple(result.shape)}, expected {shape}"
-        assert result.dtype == dtype, f"dtype {result.dtype}, expected {dtype}"
-        assert result.device.type == "cpu", f"device {result.device}"
-        return result.numpy()
+        return expect_tensor(result, shape, dtype)
 
 
 def _torch_frontend() -> TorchFrontend | None:
