@@ -158,7 +158,10 @@ def timestep_embedding(
         if not math.isfinite(largest):
             raise ValueError(
                 f"scale * timesteps * frequency overflows float64 (scale={scale!r}, "
-                f"largest |timestep| {max(abs(lo), abs(hi))!r}); use a smaller scale"
+                f"largest |timestep| {max(abs(lo), abs(hi))!r}, largest frequency "
+                f"{float(np.max(omega))!r} from max_period={max_period!r} and "
+                f"downscale_freq_shift={downscale_freq_shift!r}); use a smaller scale or a larger "
+                "max_period"
             )
     # the float64 angles (half the channels) and the result
     check_allocation("timesteps and dim", (t.size, dim), out_dtype.itemsize + 4)

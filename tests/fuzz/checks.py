@@ -15,6 +15,7 @@ from .reference import (
     Channel,
     compare,
     exact_rows,
+    first_outside,
     pair_channels,
     rope_channels,
     rotate_reference,
@@ -51,16 +52,18 @@ def check_rows(
     compare(table[rows], values, errors, dtype_name, scale, where)
 
 
-def check_rounded_once(got: np.ndarray, want: np.ndarray, noise: Any = 0.0) -> None:
-    """``got`` (float16, float32 or float64) is the float64 truth ``want`` rounded once to its
-    dtype: within half a unit in the last place of that dtype at ``want``, plus ``noise``, the
-    float64 reference's own error (absolute, a number or per element)."""
-    name = got.dtype.name
+def check_rounded_once(
+    got: np.ndarray, want: np.ndarray, noise: Any = 0.0, dtype_name: str | None = None
+) -> None:
+    """``got`` (float16, float32 or float64, or the float64 values of a ``dtype_name`` result)
+    is the float64 truth ``want`` rounded once to its dtype: within half a unit in the last
+    place of that dtype at ``want``, plus ``noise``, the float64 reference's own error
+    (absolute, a number or per element)."""
+    name = dtype_name or got.dtype.name
     value = got.astype(np.float64)
     tol = 0.5 * ulp(name, want) + noise
-    bad = ~(np.abs(value - want) <= tol)
-    if np.any(bad):
-        index = tuple(np.argwhere(bad)[0])
+    index = first_outside(value, want, tol)
+    if index is not None:
         raise AssertionError(
             f"{name} at {index}: got {value[index]!r}, the float64 truth {want[index]!r} rounded "
             f"once is within {np.broadcast_to(tol, want.shape)[index]:.3g}"
@@ -131,9 +134,8 @@ def check_rotation(
         size[..., i] = size[..., j] = both
     tol = ulp(dtype_name, ref) + 4.0 * work_eps * size
     got = np.asarray(out, dtype=np.float64)
-    bad = ~(np.abs(got - ref) <= tol)
-    if np.any(bad):
-        index = tuple(np.argwhere(bad)[0])
+    index = first_outside(got, ref, tol)
+    if index is not None:
         raise AssertionError(
             f"rotation at {index}: got {got[index]!r}, expected {ref[index]!r} "
             f"(tolerance {tol[index]:.3g})"

@@ -197,6 +197,12 @@ class Args:
             **extra,
         )
 
+    def build(self, label: str, cls: Callable[..., Any], **extra) -> Any:
+        """Construct ``cls`` (a module whose forward is fuzzed next) under the contract: the
+        module, or None when it was refused or built from anything but valid arguments."""
+        module = run(self.call(label, cls, lambda m: None, **extra))
+        return module if self.clean else None
+
 
 def expect_array(result: Any, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """``result`` is a NumPy array of ``shape`` and ``dtype``, all finite."""

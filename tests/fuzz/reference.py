@@ -189,6 +189,13 @@ def exact_rows(
     return values, errors
 
 
+def first_outside(got: Any, want: Any, tol: Any) -> tuple[int, ...] | None:
+    """The index of the first element of ``got`` farther than ``tol`` from ``want`` (a NaN
+    always is), or None when every element is within."""
+    bad = ~(np.abs(np.asarray(got, dtype=np.float64) - want) <= tol)
+    return tuple(int(i) for i in np.argwhere(bad)[0]) if np.any(bad) else None
+
+
 def compare(
     got: np.ndarray,
     exact: np.ndarray,
@@ -204,9 +211,9 @@ def compare(
     if np.any(np.abs(got[free]) > bound):
         raise AssertionError(f"{where}value beyond ±{bound:g} where sin/cos are free")
     tol = tolerance(dtype_name, exact, np.where(free, 0.0, errors), scale)
-    bad = ~free & ~(np.abs(got - exact) <= tol)
-    if np.any(bad):
-        r, c = np.argwhere(bad)[0]
+    index = first_outside(got, exact, np.where(free, np.inf, tol))
+    if index is not None:
+        r, c = index
         raise AssertionError(
             f"{where}row {r} channel {c}: got {got[r, c]!r}, exact {exact[r, c]!r}, "
             f"error {abs(got[r, c] - exact[r, c]):.3g} > tolerance {tol[r, c]:.3g} ({dtype_name})"

@@ -14,8 +14,18 @@ from posenc import analysis
 
 from .contract import DOUBTFUL, VALID, Args, choose, expect_array, run
 from .profile import fuzz
-from .test_bias import deberta_reference, paper_slopes, plain, t5_reference
-from .values import NAN, Detachable, count, detachable, distance_setting, flag, name, positive
+from .test_bias import deberta_reference, paper_slopes, t5_reference
+from .values import (
+    NAN,
+    Detachable,
+    count,
+    detachable,
+    distance_setting,
+    flag,
+    name,
+    plain,
+    positive,
+)
 
 DISTANCES = choose(
     st.integers(1, 40),

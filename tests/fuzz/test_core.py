@@ -1,4 +1,5 @@
-"""Fuzz the NumPy core: tables, frequencies, RoPE, grids, timesteps (see ``contract.py``)."""
+"""Fuzz the tables, frequencies, RoPE, grids and timesteps of the NumPy core and, where it has
+them, of the PyTorch front-end, with its casts and switches (see ``contract.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,15 @@ from .checks import (
     rope_reference,
 )
 from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
-from .frontends import PAIRS, numpy_dtype
+from .frontends import (
+    MODULE_MARKS,
+    PAIRS,
+    TORCH,
+    Frontend,
+    each_frontend,
+    numpy_dtype,
+    torch_only,
+)
 from .profile import fuzz
 from .reference import (
     EPS,
@@ -31,8 +40,10 @@ from .reference import (
     exact_omega,
     exact_rows,
     grid_channels,
+    round_bfloat16,
     sinusoid_channels,
     timestep_channels,
+    ulp,
 )
 from .values import (
     BASES,
@@ -44,12 +55,18 @@ from .values import (
     count,
     finite,
     flag,
-    meaning,
     name,
-    positions,
     scalings,
-    timesteps,
 )
+
+if TORCH is not None:
+    import torch
+
+    import posenc.torch as pt
+
+    from .torch_values import NAMES
+
+pytestmark = MODULE_MARKS
 
 NOT_NONE = [v for v in WRONG_TYPES if v is not None]
 BAD_PAIRS = ["", "neox", "HALF", None, 1, ["half"], b"half"]
@@ -66,24 +83,26 @@ def fast_paths(data: st.DataObject, fn):
     return call
 
 
+@each_frontend
 @fuzz(scale=3)
 @given(st.data())
-def test_sinusoidal(data: st.DataObject) -> None:
+def test_sinusoidal(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
-    pos = a.draw("positions", positions())
+    pos = a.draw("positions", frontend.positions())
     d = a.draw("d_model", count(1, 40))
     base = a.draw("base", BASES, optional=True)
     conv = a.draw("convention", name(CONVENTIONS), optional=True)
-    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    a.draw("dtype", frontend.dtypes, optional=True)
+    frontend.draw_device(a)
 
     def check(out):
-        shape, flat = meaning(pos)
-        dtype = numpy_dtype(a)
-        expect_array(out, (*shape, int(d)), dtype)
+        shape, flat = frontend.meaning(pos)
+        dtype = frontend.result_dtype(a)
+        values = frontend.expect(out, (*shape, int(d)), dtype)
         channels = sinusoid_channels(int(d), float(base or 10000.0), conv or "paper")
-        check_rows(out.reshape(-1, int(d)).astype(np.float64), flat, channels, dtype.name)
+        check_rows(values.reshape(-1, int(d)), flat, channels, frontend.dtype_name(dtype))
 
-    run(a.call("posenc.sinusoidal", fast_paths(data, posenc.sinusoidal), check))
+    run(a.call(frontend.label("sinusoidal"), fast_paths(data, frontend.api.sinusoidal), check))
 
 
 @fuzz()
@@ -136,37 +155,32 @@ def rope_arguments(a: Args, data: st.DataObject) -> dict:
 SCALING_NAMES = {"scaling": ("scaling", "rope_type", "dim"), "base": ("base", "rope_theta")}
 
 
+@each_frontend
 @fuzz(scale=2)
 @given(st.data())
-def test_rotary_cos_sin(data: st.DataObject) -> None:
+def test_rotary_cos_sin(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
-    pos = a.draw("positions", positions())
+    pos = a.draw("positions", frontend.positions())
     rope = rope_arguments(a, data)
     pairs = a.draw("pairs", name(PAIRS), optional=True)
-    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    a.draw("dtype", frontend.dtypes, optional=True)
+    frontend.draw_device(a)
     seq_len = a.draw("seq_len", count(0, 10**6, huge="doubtful", none=True), optional=True)
 
     def check(result):
         cos, sin = result
-        shape, flat = meaning(pos)
+        shape, flat = frontend.meaning(pos)
         length = effective_seq_len(rope["scaling"], seq_len, flat)
         r, omega, attention = rope_reference(
             int(rope["head_dim"]), rope["rotary_dim"], rope["base"], rope["scaling"], length
         )
-        dtype = numpy_dtype(a)
-        for table in (cos, sin):
-            expect_array(table, (*shape, r), dtype)
-        check_rope_tables(
-            cos.reshape(-1, r).astype(np.float64),
-            sin.reshape(-1, r).astype(np.float64),
-            flat,
-            omega,
-            attention,
-            pairs or "half",
-            dtype.name,
-        )
+        dtype = frontend.result_dtype(a)
+        tables = [frontend.expect(t, (*shape, r), dtype).reshape(-1, r) for t in (cos, sin)]
+        name_ = frontend.dtype_name(dtype)
+        check_rope_tables(*tables, flat, omega, attention, pairs or "half", name_)
 
-    run(a.call("posenc.rotary_cos_sin", posenc.rotary_cos_sin, check, aliases=SCALING_NAMES))
+    rotary_cos_sin = frontend.api.rotary_cos_sin
+    run(a.call(frontend.label("rotary_cos_sin"), rotary_cos_sin, check, aliases=SCALING_NAMES))
 
 
 @fuzz()
@@ -260,59 +274,56 @@ def test_rope_scaling_class(data: st.DataObject) -> None:
     run(a.call("posenc.RopeScaling", posenc.RopeScaling, check, aliases=aliases))
 
 
-def rotary_inputs(data: st.DataObject, a: Args):
+def rotary_inputs(frontend: Frontend, data: st.DataObject, a: Args):
     """x, and cos/sin tables built for a layout, drawn valid or hostile."""
     head_dim = data.draw(st.integers(1, 8).map(lambda k: 2 * k), label="head_dim")
     r = data.draw(st.integers(1, head_dim // 2).map(lambda k: 2 * k), label="r")
     lead = data.draw(st.sampled_from([(3,), (2, 3), (1, 2, 3), (2, 1, 3), (0,), (2, 0)]))
-    dtype = data.draw(st.sampled_from(["float16", "float32", "float64"]), label="x dtype")
-    x = data.draw(hnp_arrays(dtype, (*lead, head_dim)), label="x values")
+    dtype = data.draw(st.sampled_from(frontend.float_names), label="x dtype")
+    x = data.draw(frontend.float_arrays((*lead, head_dim), dtype), label="x values")
     layout = data.draw(st.sampled_from(PAIRS), label="table layout")
     pos = data.draw(st.lists(st.integers(-(10**6), 10**6), min_size=lead[-1], max_size=lead[-1]))
-    table_dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="table dtype")
-    cos, sin = posenc.rotary_cos_sin(pos, head_dim, rotary_dim=r, pairs=layout, dtype=table_dtype)
-    x = a.draw(
-        "x",
-        choose(
-            st.just(x),
-            st.sampled_from(
-                [
-                    x.astype(np.int64),
-                    None,
-                    "x",
-                    [["a"]],
-                    x.astype(np.complex128),
-                    x[..., :1],
-                    np.float64(1.0),
-                ]
-            ),
-        ),
+    table_dtype = data.draw(st.sampled_from(frontend.float_names), label="table dtype")
+    cos, sin = frontend.api.rotary_cos_sin(
+        frontend.array(np.array(pos, dtype=np.int64)),
+        head_dim,
+        rotary_dim=r,
+        pairs=layout,
+        dtype=frontend.dtype(table_dtype),
     )
+    bad_x = [
+        *frontend.not_arrays,
+        frontend.cast(x, "int32"),
+        frontend.cast(x, "int64"),
+        frontend.cast(x, "complex64"),
+        frontend.cast(x, "complex128"),
+        x[..., :1],
+        frontend.array(np.float64(1.0)),
+    ]
+    a.draw("x", choose(st.just(x), st.sampled_from(bad_x)))
     bad_tables = [
         cos[..., :1],
         cos[..., :-1] if r > 2 else cos[..., :1],
-        np.ones((*cos.shape[:-1], head_dim + 2)),
-        cos.astype(np.complex64),
-        cos.astype(np.int32),
-        np.ones((5, r)),
+        frontend.array(np.ones((*cos.shape[:-1], head_dim + 2))),
+        frontend.cast(cos, "complex64"),
+        frontend.cast(cos, "int32"),
+        frontend.cast(cos, "int64"),
+        frontend.array(np.ones((5, r))),
         None,
+        *frontend.misplaced(cos),
     ]
-    cos = a.draw("cos", choose(st.just(cos), st.sampled_from(bad_tables)))
-    sin = a.draw("sin", choose(st.just(sin), st.sampled_from([np.zeros((7, r)), "s"])))
+    a.draw("cos", choose(st.just(cos), st.sampled_from(bad_tables)))
+    bad_sin = [frontend.array(np.zeros((7, r))), "s", *frontend.misplaced(sin)]
+    a.draw("sin", choose(st.just(sin), st.sampled_from(bad_sin)))
     return layout, r
 
 
-def hnp_arrays(dtype: str, shape: tuple[int, ...]):
-    from hypothesis.extra import numpy as hnp
-
-    return hnp.arrays(dtype, shape, elements=st.floats(-4, 4, width=16))
-
-
+@each_frontend
 @fuzz(scale=2)
 @given(st.data())
-def test_apply_rotary(data: st.DataObject) -> None:
+def test_apply_rotary(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
-    layout, r = rotary_inputs(data, a)
+    layout, r = rotary_inputs(frontend, data, a)
     pairs = a.draw(
         "pairs", choose(st.sampled_from(PAIRS), st.sampled_from(BAD_PAIRS)), optional=True
     )
@@ -328,17 +339,20 @@ def test_apply_rotary(data: st.DataObject) -> None:
         a.kinds["pairs"] = DOUBTFUL  # tables of the other layout: refuse, or rotate correctly
 
     def check(out):
-        x, cos, sin = a.kwargs["x"], a.kwargs["cos"], a.kwargs["sin"]
-        expect_array(out, x.shape, x.dtype)
-        check_rotation(x, out, cos, sin, layout, out.dtype.name)
-        unit = np.finfo(cos.dtype).eps * 4 + 4 * np.finfo(out.dtype).eps
-        check_pair_norms(x, out, layout, r, 1.0, unit, out.dtype.name)
+        x, cos, sin = (a.kwargs[key] for key in ("x", "cos", "sin"))
+        x_name, table_name = frontend.dtype_name(x.dtype), frontend.dtype_name(cos.dtype)
+        got = frontend.expect(out, tuple(x.shape), x.dtype)
+        x64 = frontend.to_numpy(x)
+        work = frontend.work_eps(x_name, table_name)
+        tables = (frontend.to_numpy(cos), frontend.to_numpy(sin))
+        check_rotation(x64, got, *tables, layout, x_name, work)
+        rtol = 4 * float(ulp(table_name, 1.0)) + 4 * float(ulp(x_name, 1.0)) + 8 * work
+        check_pair_norms(x64, got, layout, r, 1.0, rtol, x_name)
 
     call = a.call(
-        "posenc.apply_rotary",
-        posenc.apply_rotary,
+        frontend.label("apply_rotary"),
+        frontend.api.apply_rotary,
         check,
-        aliases={"pairs": ("pairs", "layout")},
         facts={"mismatch": mismatch},
     )
     run(call)
@@ -486,25 +500,26 @@ def near_pole(a: Args, dim, shift) -> None:
             a.kinds["downscale_freq_shift"] = DOUBTFUL
 
 
+@each_frontend
 @fuzz(scale=2)
 @given(st.data())
-def test_timestep_embedding(data: st.DataObject) -> None:
+def test_timestep_embedding(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
-    t = a.draw("timesteps", timesteps())
+    t = a.draw("timesteps", frontend.timesteps())
     dim = a.draw("dim", count(1, 40))
     period = a.draw("max_period", BASES, optional=True)
     flip = a.draw("flip_sin_to_cos", flag(), optional=True)
     shift = a.draw("downscale_freq_shift", finite(-4.0, 4.0, extra=(0.0, 1.0)), optional=True)
     scale = a.draw("scale", finite(-1e3, 1e3, extra=(1.0, 1000.0)), optional=True)
-    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    a.draw("dtype", frontend.dtypes, optional=True)
     near_pole(a, dim, shift)
 
     def check(out):
-        array = np.asarray(t)
+        array = np.asarray(frontend.to_numpy(t))
         if array.dtype.kind not in "iuf":
             array = array.astype(np.int64)
-        dtype = numpy_dtype(a)
-        expect_array(out, (*array.shape, int(dim)), dtype)
+        dtype = frontend.result_dtype(a)
+        values = frontend.expect(out, (*array.shape, int(dim)), dtype)
         s = exact(1 if scale is None else scale)
         flat = [exact(v) * s for v in array.reshape(-1).tolist()]
         channels = timestep_channels(
@@ -513,13 +528,86 @@ def test_timestep_embedding(data: st.DataObject) -> None:
             float(shift if shift is not None else 1.0),
             bool(flip),
         )
-        check_rows(out.reshape(-1, int(dim)).astype(np.float64), flat, channels, dtype.name)
+        check_rows(values.reshape(-1, int(dim)), flat, channels, frontend.dtype_name(dtype))
 
-    run(
-        a.call(
-            "posenc.timestep_embedding",
-            posenc.timestep_embedding,
-            check,
-            aliases={"scale": ("scale",), "timesteps": ("timesteps",)},
-        )
+    run(a.call(frontend.label("timestep_embedding"), frontend.api.timestep_embedding, check))
+
+
+# -- PyTorch only ------------------------------------------------------------------------------
+
+
+@torch_only
+@fuzz()
+@given(st.data())
+def test_cast_exact(data: st.DataObject) -> None:
+    a = Args(data)
+    table = torch.tensor(
+        data.draw(
+            st.lists(
+                st.floats(allow_nan=True, allow_infinity=True)
+                | st.sampled_from(
+                    [
+                        1.0 + 2**-8 + 2**-30,
+                        65520.0,
+                        2.0**-25,
+                        -0.0,
+                        2.0**-134,
+                        3.3895313892515355e38,
+                    ]
+                ),
+                max_size=8,
+            )
+        ),
+        dtype=torch.float64,
     )
+    a.draw(
+        "table",
+        choose(
+            st.just(table),
+            st.sampled_from(
+                [table.to(torch.float32), None, [1.0], np.zeros(2), table.to(torch.int64)]
+            ),
+        ),
+    )
+    a.draw(
+        "dtype",
+        choose(
+            st.sampled_from(list(NAMES)),
+            st.sampled_from([torch.int8, "float16", np.float16, None, torch.complex64]),
+        ),
+    )
+
+    def check(out):
+        dtype = a.kwargs["dtype"]
+        assert isinstance(out, torch.Tensor)
+        assert out.dtype == dtype
+        assert tuple(out.shape) == tuple(table.shape)
+        values = table.numpy()
+        if dtype == torch.bfloat16:
+            want = round_bfloat16(values)
+        else:
+            with np.errstate(over="ignore"):
+                want = values.astype(NAMES[dtype]).astype(np.float64)
+        got = out.to(torch.float64).numpy()
+        same = (got == want) & (np.signbit(got) == np.signbit(want))
+        assert np.all(same | (np.isnan(got) & np.isnan(want))), f"{got} != {want}"
+
+    run(a.call("posenc.torch.cast_exact", pt.cast_exact, check))
+
+
+@torch_only
+@fuzz(scale=0.25)
+@given(st.data())
+def test_set_data_checks(data: st.DataObject) -> None:
+    a = Args(data)
+    a.draw("enabled", flag())
+
+    def switch(enabled):
+        with pt.set_data_checks(enabled):
+            inside = pt.sinusoidal(torch.tensor([3]), 4)
+        return inside
+
+    def check(inside):
+        assert torch.equal(inside, pt.sinusoidal(4, 4)[3:])
+
+    run(a.call("posenc.torch.set_data_checks", switch, check))

@@ -1,8 +1,10 @@
 """Every public callable is fuzzed: a new public function without a fuzz test fails here.
 
 The fuzz tests label each call they make (``Args.call("posenc.sinusoidal", ...)``,
-``Call("hf.MarianPositions", ...)``); this test reads those labels from the fuzz sources and
-asks for one per public callable of ``posenc``, ``posenc.torch``, ``posenc.torch.hf`` and
+``Args.build("hf.MarianPositions", ...)``, ``Call(...)``, and in a test over both front-ends
+(``@each_frontend``) ``frontend.label("sinusoidal")``: ``posenc.sinusoidal`` and
+``posenc.torch.sinusoidal``); this test reads those labels from the fuzz sources and asks for
+one per public callable of ``posenc``, ``posenc.torch``, ``posenc.torch.hf`` and
 ``posenc.analysis``, except the names below, which are not called with arguments to fuzz.
 """
 
@@ -13,6 +15,8 @@ import importlib
 from pathlib import Path
 
 import pytest
+
+from .frontends import NumpyFrontend, TorchFrontend
 
 HERE = Path(__file__).parent
 
@@ -73,22 +77,51 @@ NOT_FUZZED = {
 }
 
 
+#: the prefixes of ``frontend.label(name)`` in a test over both front-ends
+FRONTEND_PREFIXES = (NumpyFrontend.prefix, TorchFrontend.prefix)
+
+
 def call_labels(sources: list[Path]) -> set[str]:
-    """The labels of the calls the fuzz tests make: the first argument of ``Call(...)`` and
-    ``<args>.call(...)`` when it is a string."""
+    """The labels of the calls the fuzz tests make: the first argument of ``Call(...)``,
+    ``<args>.call(...)`` and ``<args>.build(...)`` when it is a string, and
+    ``<frontend>.label(name)`` in a test decorated ``@each_frontend`` (the label in each
+    front-end)."""
     labels = set()
     for path in sources:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
             func = node.func
             named = (isinstance(func, ast.Name) and func.id == "Call") or (
-                isinstance(func, ast.Attribute) and func.attr == "call"
+                isinstance(func, ast.Attribute) and func.attr in ("call", "build")
             )
             first = node.args[0]
             if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
                 labels.add(first.value)
+        for test in ast.walk(tree):
+            if isinstance(test, ast.FunctionDef) and _over_each_frontend(test):
+                for name in _frontend_labels(test):
+                    labels.update(f"{prefix}.{name}" for prefix in FRONTEND_PREFIXES)
     return labels
+
+
+def _over_each_frontend(test: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "each_frontend" for d in test.decorator_list)
+
+
+def _frontend_labels(test: ast.FunctionDef) -> list[str]:
+    """The names in ``<x>.label("name")`` calls in ``test``."""
+    return [
+        node.args[0].value
+        for node in ast.walk(test)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "label"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ]
 
 
 def unfuzzed(module_name: str, labels: set[str]) -> list[str]:
@@ -126,8 +159,25 @@ def test_exclusions_are_public_names(module_name: str) -> None:
 
 def test_a_public_function_without_a_fuzz_label_is_found(tmp_path: Path) -> None:
     source = tmp_path / "test_x.py"
-    source.write_text('run(a.call("posenc.sinusoidal", f, check))\nCall("hf.fake", f, {})\n')
+    source.write_text(
+        'run(a.call("posenc.sinusoidal", f, check))\nCall("hf.fake", f, {})\n'
+        'a.build("posenc.torch.RotaryEmbedding", f)\n'
+    )
     labels = call_labels([source])
-    assert labels == {"posenc.sinusoidal", "hf.fake"}
+    assert labels == {"posenc.sinusoidal", "hf.fake", "posenc.torch.RotaryEmbedding"}
     assert "frequencies" in unfuzzed("posenc", labels)
     assert "sinusoidal" not in unfuzzed("posenc", labels)
+
+
+def test_a_label_over_both_front_ends_counts_in_each(tmp_path: Path) -> None:
+    source = tmp_path / "test_x.py"
+    source.write_text(
+        "@each_frontend\n"
+        "def test_a(frontend):\n"
+        '    run(a.call(frontend.label("rotary_cos_sin"), f, check))\n'
+        "def test_b(frontend):\n"  # not over both front-ends: no label
+        '    run(a.call(frontend.label("apply_rotary"), f, check))\n'
+    )
+    labels = call_labels([source])
+    assert labels == {"posenc.rotary_cos_sin", "posenc.torch.rotary_cos_sin"}
+    assert "apply_rotary" in unfuzzed("posenc", labels)

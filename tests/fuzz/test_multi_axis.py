@@ -1,5 +1,7 @@
-"""Fuzz multi-axis RoPE of the NumPy core: frequency matrices, tables, grid and multimodal
-position ids, and the RoPE plans of Hugging Face configs (see ``contract.py``)."""
+"""Fuzz multi-axis RoPE: the NumPy core's frequency matrices, tables, grid and multimodal
+position ids and the RoPE plans of Hugging Face configs; the tables and multimodal ids of
+``posenc.torch``, with ``RotaryEmbedding(sections=...)`` and ``hf.MultiAxisRotary`` (see
+``contract.py``)."""
 
 from __future__ import annotations
 
@@ -21,24 +23,45 @@ from .axes import (
     check_tables,
     columns,
     coords_of,
+    exact_tables,
     hostile_axis_positions,
     length_of,
     reference_columns,
     sections_for,
 )
+from .checks import check_rotation
 from .contract import DOUBTFUL, HOSTILE, VALID, Args, choose, expect_array, run
-from .frontends import PAIRS, numpy_dtype
+from .frontends import (
+    MODULE_MARKS,
+    NUMPY,
+    PAIRS,
+    TORCH,
+    Frontend,
+    each_frontend,
+    expect_tensor,
+    torch_only,
+)
 from .profile import fuzz
-from .reference import EPS, exact_omega
+from .reference import EPS, check_pair_norms, exact_omega
 from .values import (
     HUGE,
     INF,
     NAN,
-    NUMPY_DTYPES,
     count,
     integers,
     name,
 )
+
+if TORCH is not None:
+    import torch
+
+    import posenc.torch as pt
+    from posenc.torch import hf
+
+    from .torch_values import NAMES as DTYPE_NAMES
+    from .torch_values import NOT_TENSORS, float_tensors
+
+pytestmark = MODULE_MARKS
 
 
 @fuzz()
@@ -80,29 +103,31 @@ def table_arguments(a: Args, data: st.DataObject, r: dict[str, Any]) -> tuple[in
     return width, pos
 
 
+@each_frontend
 @fuzz(scale=2)
 @given(st.data())
-def test_multi_axis_cos_sin(data: st.DataObject) -> None:
+def test_multi_axis_cos_sin(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
     r = axis_request(a, data)
     width, pos = table_arguments(a, data, r)
+    if a.kinds["positions"] == VALID:
+        pos = a.set("positions", data.draw(frontend.forms(pos), label="positions form"))
     pairs = a.draw("pairs", name(PAIRS), optional=True)
-    a.draw("dtype", NUMPY_DTYPES, optional=True)
+    a.draw("dtype", frontend.dtypes, optional=True)
+    frontend.draw_device(a)
     seq_len = a.draw("seq_len", count(0, 10**6, huge="doubtful", none=True), optional=True)
 
     def check(result):
         cos, sin = result
-        shape, coords = coords_of(pos, r["n_axes"])
-        dtype = numpy_dtype(a)
-        for table in (cos, sin):
-            expect_array(table, (*shape, width), dtype)
+        shape, coords = coords_of(frontend.to_numpy(pos), r["n_axes"])
+        dtype = frontend.result_dtype(a)
+        flat = [frontend.expect(t, (*shape, width), dtype).reshape(-1, width) for t in (cos, sin)]
         length = seq_len if seq_len is not None else length_of(coords)
         cols = reference_columns(r, None if length is None else int(length))
-        flat = [t.reshape(-1, width).astype(np.float64) for t in (cos, sin)]
-        check_tables(*flat, coords, cols, pairs or "half", dtype.name)
+        check_tables(*flat, coords, cols, pairs or "half", frontend.dtype_name(dtype))
 
-    fn = posenc.multi_axis_cos_sin
-    run(a.call("posenc.multi_axis_cos_sin", fn, check, aliases=NAMES))
+    fn = frontend.api.multi_axis_cos_sin
+    run(a.call(frontend.label("multi_axis_cos_sin"), fn, check, aliases=NAMES))
 
 
 # -- grid positions ----------------------------------------------------------------------------
@@ -269,30 +294,36 @@ def multimodal_case(data: st.DataObject) -> tuple[Args, dict[str, Any]]:
     }
 
 
-def check_multimodal(result: Any, want: dict[str, Any], array: bool = True) -> None:
-    positions, deltas = result
-    if array:
-        expect_array(positions, want["ids"].shape, np.int64)
-        expect_array(deltas, want["deltas"].shape, np.int64)
-    assert np.array_equal(positions, want["ids"]), f"ids {np.asarray(positions).tolist()}"
-    assert np.array_equal(deltas, want["deltas"]), f"deltas {np.asarray(deltas).tolist()}"
+def check_multimodal(positions: np.ndarray, deltas: np.ndarray, want: dict[str, Any]) -> None:
+    assert np.array_equal(positions, want["ids"]), f"ids {positions.tolist()}"
+    assert np.array_equal(deltas, want["deltas"]), f"deltas {deltas.tolist()}"
 
 
+@each_frontend
 @fuzz()
 @given(st.data())
-def test_multimodal_positions(data: st.DataObject) -> None:
+def test_multimodal_positions(frontend: Frontend, data: st.DataObject) -> None:
     a, want = multimodal_case(data)
+    for key in ("token_types", "image_grids", "video_grids", "attention_mask"):
+        value = a.kwargs.get(key)
+        if a.kinds.get(key) == VALID and value is not None:
+            a.set(key, data.draw(frontend.forms(value, np.int64), label=f"{key} form"))
 
     def check(result):
-        assert isinstance(result, posenc.MultimodalPositions), type(result).__name__
-        check_multimodal(result, want)
-        positions = result.positions
+        if frontend is NUMPY:
+            assert isinstance(result, posenc.MultimodalPositions), type(result).__name__
+        int64 = frontend.dtype("int64")
+        positions, deltas = result
+        positions = frontend.expect(positions, want["ids"].shape, int64)
+        deltas = frontend.expect(deltas, want["deltas"].shape, int64)
+        check_multimodal(positions, deltas, want)
         text = np.array(want["types"])[:, : positions.shape[1]] == 0
         if "shard" not in a.kwargs:  # text tokens: one id on every axis, increasing
             same = positions[text]
             assert np.all(same == same[:, :1]), "a text token with different ids per axis"
 
-    run(a.call("posenc.multimodal_positions", posenc.multimodal_positions, check))
+    fn = frontend.api.multimodal_positions
+    run(a.call(frontend.label("multimodal_positions"), fn, check))
 
 
 # -- RoPE plans of configs ---------------------------------------------------------------------
@@ -426,3 +457,144 @@ def test_rope_plan(data: st.DataObject) -> None:
         check_plan(result, meaning)
 
     run(a.call("posenc.rope_plan", plan, check, aliases=aliases))
+
+
+# -- PyTorch only ------------------------------------------------------------------------------
+
+
+def check_rotated(q, k, result, coords, shape, cols, pairs: str) -> None:
+    """``q`` and ``k`` ``(b, h, s, d)`` rotated by the exact tables of ``coords`` (rows of
+    ``shape`` = ``(s,)`` or ``(B, s)``, ``B`` in ``{1, b}``)."""
+    cos, sin, angle_err = exact_tables(coords, cols, pairs)
+    r = cos.shape[-1]
+    tables = [t.reshape(*shape, r) for t in (cos, sin)]
+    if len(shape) == 2:
+        tables = [t[:, None] for t in tables]
+    factor = max(c.attention for c in cols)
+    for x, out in zip((q, k), result, strict=True):
+        got = expect_tensor(out, tuple(x.shape), x.dtype)
+        x64 = x.to(torch.float64).numpy()
+        work = max(2.0**-22 if x.dtype != torch.float64 else 2.0**-50, angle_err)
+        check_rotation(x64, got, *tables, pairs, DTYPE_NAMES[x.dtype], work)
+        if len({c.attention for c in cols}) == 1:
+            rtol = 8 * torch.finfo(x.dtype).eps + 2 * work
+            check_pair_norms(x64, got, pairs, r, factor, rtol, DTYPE_NAMES[x.dtype])
+
+
+@torch_only
+@fuzz()
+@given(st.data())
+def test_rotary_embedding_sections(data: st.DataObject) -> None:
+    a = Args(data)
+    r = axis_request(a, data, n_max=4)
+    width = 2 * r["n"]
+    extra = data.draw(st.integers(0, 2), label="unrotated channels")
+    head_dim = width + extra
+    bad_dims, huge_dims = st.sampled_from([0, 1, "8", None]), st.sampled_from(HUGE[:2])
+    a.draw("head_dim", choose(st.just(head_dim), bad_dims, huge_dims))
+    if extra:
+        a.draw("rotary_dim", choose(st.just(width), st.sampled_from([width + 2 * extra, -2])))
+    pairs = a.draw("pairs", name(PAIRS), optional=True)
+    if a.kwargs["sections"] is None:
+        a.kinds["sections"] = DOUBTFUL  # sections=None: 1-D RoPE
+    if not r["sections_drawn"]:
+        for arg in ("head_dim", "rotary_dim"):
+            if a.kinds.get(arg) == VALID:
+                a.kinds[arg] = DOUBTFUL
+    module = a.build("posenc.torch.RotaryEmbedding", pt.RotaryEmbedding, aliases=NAMES)
+    if module is None:
+        return
+    b, h = (data.draw(st.integers(1, 2), label=n) for n in ("b", "h"))
+    s = data.draw(st.integers(0, 4), label="s")
+    dtype = data.draw(st.sampled_from(list(DTYPE_NAMES)), label="q dtype")
+    q = data.draw(float_tensors((b, h, s, head_dim), dtype), label="q")
+    k = data.draw(float_tensors((b, 1, s, head_dim), torch.float32), label="k")
+    f = Args(data)
+    f.set("q", q)
+    f.draw("k", choose(st.just(k), st.sampled_from([*NOT_TENSORS, k[..., :1]])))
+    n_axes = r["n_axes"]
+    shapes = st.sampled_from([(s, n_axes), (1, s, n_axes), (b, s, n_axes)])
+
+    def ids(shape):
+        size = int(np.prod(shape))
+        values = st.lists(st.integers(0, 10**5), min_size=size, max_size=size)
+        return values.map(lambda v: torch.tensor(v, dtype=torch.int64).reshape(shape))
+
+    valid = shapes.flatmap(ids)
+    hostile = st.sampled_from(
+        [torch.zeros(s, n_axes + 1, dtype=torch.int64), torch.full((s or 1, n_axes), float("nan"))]
+    )
+    positions = f.draw("positions", choose(valid, hostile), optional=True)
+    offset = f.draw(
+        "offset", choose(st.integers(0, 100), st.sampled_from([-1, "1", 1.5])), optional=True
+    )
+
+    def check(result):
+        if positions is None:
+            text = torch.arange(s) + int(offset or 0)
+            pos = text[:, None].expand(s, n_axes)
+        else:
+            pos = positions + int(offset or 0)
+        shape, coords = coords_of(pos.numpy(), n_axes)
+        cols = reference_columns(r, length_of(coords))
+        if len(shape) == 2 and shape[0] == 1:
+            shape = (s,)
+        check_rotated(q, f.kwargs["k"], result, coords, shape, cols, pairs or "half")
+
+    run(f.call("RotaryEmbedding.forward", module, check))
+
+
+@torch_only
+@fuzz()
+@given(st.data())
+def test_hf_multi_axis_rotary(data: st.DataObject) -> None:
+    a = Args(data)
+    r = axis_request(a, data, n_max=4)
+    width = 2 * r["n"]
+    bad_dims, huge_dims = st.sampled_from([0, 1, "8", None]), st.sampled_from(HUGE[:2])
+    a.draw("head_dim", choose(st.just(width), bad_dims, huge_dims))
+    if isinstance(a.kwargs.get("base"), list) and a.kinds["base"] == VALID:
+        a.kinds["base"] = DOUBTFUL  # one base per axis: the docs promise a number
+    if 0 in r["sections"] and a.kinds["sections"] == VALID:
+        a.kinds["sections"] = DOUBTFUL  # the docs promise positive sections
+    if not r["sections_drawn"] and a.kinds.get("head_dim") == VALID:
+        a.kinds["head_dim"] = DOUBTFUL
+    axes_dim = a.draw(
+        "axes_dim",
+        choose(st.sampled_from([0, -1]), st.sampled_from([1, 2, "0", None, True])),
+        optional=True,
+    )
+    pairs = a.draw(
+        "pairs",
+        choose(st.sampled_from(["half", "interleaved"]), st.sampled_from(["neox", None, 1])),
+        optional=True,
+    )
+    module = a.build("hf.MultiAxisRotary", hf.MultiAxisRotary, aliases=NAMES)
+    if module is None:
+        return
+    n_axes = r["n_axes"]
+    b, s = data.draw(st.integers(1, 2), label="b"), data.draw(st.integers(0, 4), label="s")
+    f = Args(data)
+    floats = st.sampled_from(list(DTYPE_NAMES)).map(lambda t: torch.zeros(1, dtype=t))
+    not_float = st.sampled_from([*NOT_TENSORS, torch.zeros(1, dtype=torch.int64)])
+    x = f.draw("x", choose(floats, not_float))
+    one_axis = data.draw(st.booleans(), label="(b, s) ids") and (axes_dim or 0) == 0
+    lead = (b, s) if one_axis else ((n_axes, b, s) if (axes_dim or 0) == 0 else (b, s, n_axes))
+    count_ = int(np.prod(lead))
+    ids = st.lists(st.integers(0, 10**5), min_size=count_, max_size=count_)
+    valid = ids.map(lambda v: torch.tensor(v, dtype=torch.int64).reshape(lead))
+    wrong = torch.zeros(n_axes + 1, b, max(s, 1), dtype=torch.int64)
+    nan = torch.full((n_axes, b, max(s, 1)), float("nan"))
+    hostile = st.sampled_from([wrong, nan, "ids", None])
+    pos = f.draw("position_ids", choose(valid, hostile))
+
+    def check(result):
+        per_token = pos[..., None].expand(b, s, n_axes) if one_axis else pos
+        if (axes_dim or 0) == 0 and not one_axis:
+            per_token = pos.permute(1, 2, 0)
+        _, coords = coords_of(per_token.numpy(), n_axes)
+        cols = reference_columns(r, length_of(coords))
+        tables = [expect_tensor(t, (b, s, width), x.dtype).reshape(-1, width) for t in result]
+        check_tables(*tables, coords, cols, pairs or "half", DTYPE_NAMES[x.dtype])
+
+    run(f.call("MultiAxisRotary.forward", module, check, aliases={"x": ("x",)}))

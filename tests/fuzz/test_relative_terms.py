@@ -1,6 +1,9 @@
-"""Fuzz the content-dependent relative terms' index maps of the NumPy core (see
-``contract.py``): DeBERTa's relative positions and clamped rows, and the relative shift, each
-checked against its formula on the arguments (the buckets by integer comparisons)."""
+"""Fuzz the content-dependent relative terms (see ``contract.py``): the NumPy core's index
+maps (DeBERTa's relative positions and clamped rows, the relative shift), each checked against
+its formula on the arguments (the buckets by integer comparisons), DeBERTa's relative
+positions in ``posenc.torch`` too; and the terms of ``posenc.torch``: the c2p/p2c scores and
+the ``(q + v)·R`` term against float64 sums over the core's index maps, the relative shift
+against its row formula."""
 
 from __future__ import annotations
 
@@ -12,17 +15,27 @@ from hypothesis import strategies as st
 
 import posenc
 
-from .contract import DOUBTFUL, Args, expect_array, run
+from .contract import DOUBTFUL, HOSTILE, Args, choose, expect_array, run
+from .frontends import MODULE_MARKS, TORCH, Frontend, each_frontend, expect_tensor, torch_only
 from .profile import fuzz
-from .test_bias import (
-    BUCKET_CONVENTIONS,
+from .test_bias import BUCKET_CONVENTIONS, deberta_reference
+from .values import (
+    INF,
+    NAN,
     NUMPY_RELATIVE,
-    bias_positions,
-    deberta_reference,
-    meaning,
+    bias_meaning,
+    count,
+    distance_setting,
+    name,
     plain,
 )
-from .values import count, distance_setting, name
+
+if TORCH is not None:
+    import torch
+
+    import posenc.torch as pt
+
+pytestmark = MODULE_MARKS
 
 
 def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
@@ -43,34 +56,34 @@ def draw_bucketing(a: Args) -> tuple[int | None, int | None]:
 
 def deberta_map(query: Any, key: Any, size: Any, top: Any) -> np.ndarray:
     """The exact query − key map (bucketed when both settings are given)."""
-    rel = meaning(query)[:, None] - meaning(key)[None, :]
+    rel = bias_meaning(query)[:, None] - bias_meaning(key)[None, :]
     if size is None:
         return rel
     flat = [deberta_reference(int(r), int(size), int(top)) for r in rel.flat]
     return np.array(flat, dtype=np.int64).reshape(rel.shape)
 
 
-def check_map(a: Args, out: Any, want: np.ndarray) -> None:
-    """``out`` equals ``want``; transformers' float32 log may move a bucket edge by one."""
-    got = expect_array(out, want.shape, np.int64)
-    if a.kwargs.get("convention") == "transformers" and a.kwargs.get("bucket_size") is not None:
-        assert np.all(np.abs(got - want) <= 1), (got, want)
-    else:
-        np.testing.assert_array_equal(got, want)
-
-
+@each_frontend
 @fuzz()
 @given(st.data())
-def test_deberta_relative_positions(data: st.DataObject) -> None:
+def test_deberta_relative_positions(frontend: Frontend, data: st.DataObject) -> None:
     a = Args(data)
-    query = a.draw("query_positions", bias_positions(wrapped=True))
-    key = a.draw("key_positions", bias_positions(wrapped=True))
+    query = a.draw("query_positions", frontend.bias_positions())
+    key = a.draw("key_positions", frontend.bias_positions())
     size, top = draw_bucketing(a)
+    frontend.draw_device(a)
 
-    def check(out: np.ndarray) -> None:
-        check_map(a, out, deberta_map(query, key, size, top))
+    def check(out: Any) -> None:
+        want = deberta_map(query, key, size, top)
+        got = frontend.expect(out, want.shape, frontend.dtype("int64"))
+        # transformers' float32 log may move a bucket edge by one
+        if a.kwargs.get("convention") == "transformers" and size is not None:
+            assert np.all(np.abs(got - want) <= 1), (got, want)
+        else:
+            np.testing.assert_array_equal(got, want)
 
-    run(a.call("posenc.deberta_relative_positions", posenc.deberta_relative_positions, check))
+    fn = frontend.api.deberta_relative_positions
+    run(a.call(frontend.label("deberta_relative_positions"), fn, check))
 
 
 @fuzz()
@@ -106,3 +119,165 @@ def test_relative_shift_index(data: st.DataObject) -> None:
         np.testing.assert_array_equal(expect_array(out, want.shape, np.int64), want)
 
     run(a.call("posenc.relative_shift_index", posenc.relative_shift_index, check))
+
+
+# -- PyTorch only ------------------------------------------------------------------------------
+
+
+def _random(generator: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
+    return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+
+
+def _bound(dtype: torch.dtype, terms: int, magnitude: np.ndarray) -> np.ndarray:
+    """Rounding of sums of ``terms`` products in ``dtype``, scaled by the sums of their
+    magnitudes (a generous forward error bound)."""
+    return (terms + 4) * float(torch.finfo(dtype).eps) * magnitude + 1e-300
+
+
+def _layer_or_hostile(a: Args, name: str, valid: torch.Tensor) -> torch.Tensor | None:
+    """``valid``, or (sometimes) a hostile stand-in: odd rows, another dtype, not a tensor."""
+    bad = a.data.draw(st.sampled_from([None, None, None, None, "rows", "dtype", "list"]))
+    if bad is None:
+        return a.set(name, valid)
+    value: Any = {
+        "rows": valid[..., :-1, :],
+        "dtype": valid.to(torch.float16),
+        "list": valid.tolist(),
+    }[bad]
+    return a.set(name, value, HOSTILE)
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_disentangled_scores(data: st.DataObject) -> None:
+    a = Args(data)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16), label="seed"))
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
+    lead = data.draw(st.sampled_from([(), (1,), (3,), (2, 2)]), label="lead")
+    q, k = data.draw(st.integers(1, 6), label="q"), data.draw(st.integers(1, 6), label="k")
+    d, span = data.draw(st.integers(1, 5), label="d"), data.draw(st.integers(1, 4), label="span")
+    query = a.set("query_layer", _random(gen, (*lead, q, d), dtype))
+    key = a.set("key_layer", _random(gen, (*lead, k, d), dtype))
+    which = data.draw(st.sampled_from(["c2p", "p2c", "both", "neither"]), label="terms")
+    pos_key = pos_query = None
+    if which in ("c2p", "both"):
+        pos_key = _layer_or_hostile(a, "pos_key_layer", _random(gen, (2 * span, d), dtype))
+    if which in ("p2c", "both"):
+        pos_query = _layer_or_hostile(a, "pos_query_layer", _random(gen, (2 * span, d), dtype))
+    if which == "neither":
+        a.set("pos_key_layer", None, HOSTILE)
+    rel = a.draw(
+        "relative_positions",
+        choose(
+            st.integers(-8, 8).map(lambda o: posenc.deberta_relative_positions(q, k) + o),
+            st.sampled_from(
+                [np.zeros((q + 1, k), np.int64), np.zeros((q, k)), torch.zeros(q, k), "x"]
+            ),
+        ),
+        optional=True,
+    )
+    factor = a.draw(
+        "scale_factor",
+        choose(st.integers(1, 4), st.sampled_from([0, -1, 2.5, NAN, "3", True])),
+        optional=True,
+    )
+
+    def check(out: torch.Tensor) -> None:
+        index = posenc.disentangled_index(
+            posenc.deberta_relative_positions(q, k) if rel is None else rel, span
+        )
+        terms = (pos_key is not None) + (pos_query is not None)
+        scale = float(np.sqrt(np.float32(d) * np.float32(terms + 1 if factor is None else factor)))
+        qn, kn = query.double().numpy(), key.double().numpy()
+        want, size = np.zeros((*lead, q, k)), np.zeros((*lead, q, k))
+        if pos_key is not None:  # c2p: query i with the row of (i, j)
+            rows = pos_key.double().numpy()[index]  # (q, k, d)
+            want += np.einsum("...id,ijd->...ij", qn, rows) / scale
+            size += np.einsum("...id,ijd->...ij", np.abs(qn), np.abs(rows)) / scale
+        if pos_query is not None:  # p2c: key j with the row of (i, j)
+            rows = pos_query.double().numpy()[index]
+            want += np.einsum("...jd,ijd->...ij", kn, rows) / scale
+            size += np.einsum("...jd,ijd->...ij", np.abs(kn), np.abs(rows)) / scale
+        got = expect_tensor(out, want.shape, dtype)
+        assert np.all(np.abs(got - want) <= _bound(dtype, d, size)), (got, want)
+
+    run(a.call("posenc.torch.disentangled_scores", pt.disentangled_scores, check))
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_shift(data: st.DataObject) -> None:
+    a = Args(data)
+    lead = data.draw(st.sampled_from([(), (2,), (2, 3)]), label="lead")
+    q, rows = data.draw(st.integers(1, 6), label="q"), data.draw(st.integers(1, 14), label="rows")
+    a.draw(
+        "scores",
+        choose(
+            st.just(torch.arange(float(rows)).expand(*lead, q, rows).contiguous()),
+            st.sampled_from([torch.zeros(4), torch.zeros(q, rows, dtype=torch.int64), [[1.0]]]),
+        ),
+    )
+    k = a.draw("key_length", count(1, 8, none=True), optional=True)
+    if a.clean and rows < q + int(q if k is None else k) - 1:
+        a.kinds["key_length" if k is not None else "scores"] = DOUBTFUL  # too few columns
+
+    def check(out: torch.Tensor) -> None:
+        keys = int(q if k is None else k)
+        want = posenc.relative_shift_index(q, keys, rows=rows).astype(np.float64)
+        got = expect_tensor(out, (*lead, q, keys), torch.float32)
+        np.testing.assert_array_equal(got, np.broadcast_to(want, got.shape))
+
+    run(a.call("posenc.torch.relative_shift", pt.relative_shift, check))
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_position_scores(data: st.DataObject) -> None:
+    a = Args(data)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16), label="seed"))
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
+    batch, heads = data.draw(st.integers(1, 2), label="batch"), data.draw(st.integers(1, 3))
+    q, d = data.draw(st.integers(1, 6), label="q"), data.draw(st.integers(1, 5), label="d")
+    k = a.draw("key_length", count(1, 6, none=True), optional=True)
+    keys = int(q if k is None else k) if a.clean else 1
+    rows = keys + q - 1 + data.draw(st.integers(0, 2), label="extra rows")
+    query = a.set("query", _random(gen, (batch, heads, q, d), dtype))
+    table = _random(gen, (1, heads, rows, d), dtype)
+    position_keys = _layer_or_hostile(a, "position_keys", table)
+    fewer_rows = isinstance(position_keys, torch.Tensor) and position_keys.dtype == dtype
+    if a.kinds["position_keys"] == HOSTILE and fewer_rows:  # one row fewer may still do
+        a.kinds["position_keys"] = DOUBTFUL
+    bias = a.draw(
+        "pos_bias_v",
+        choose(
+            st.just(_random(gen, (heads, d), dtype)),
+            st.sampled_from([torch.zeros(heads + 1, d, dtype=dtype), torch.zeros(d), "x"]),
+        ),
+        optional=True,
+    )
+    scaling = a.draw(
+        "scaling",
+        choose(
+            st.floats(0.01, 2.0) | st.sampled_from([0.0, -0.3, 1, np.float32(0.5)]),
+            st.sampled_from([NAN, INF, "x", [1.0]]),
+        ),
+        optional=True,
+    )
+
+    def check(out: torch.Tensor) -> None:
+        n = int(q if k is None else k)
+        index = posenc.relative_shift_index(q, n, rows=position_keys.shape[-2])  # type: ignore[union-attr]
+        qn = query.double().numpy()
+        if bias is not None:
+            qn = qn + bias.double().numpy()[:, None, :]
+        rows_read = position_keys.double().numpy()[:, :, index]  # type: ignore[union-attr]
+        factor = d**-0.5 if scaling is None else float(scaling)
+        want = np.einsum("bhid,xhijd->bhij", qn, rows_read) * factor
+        size = np.einsum("bhid,xhijd->bhij", np.abs(qn), np.abs(rows_read)) * abs(factor)
+        got = expect_tensor(out, want.shape, dtype)
+        assert np.all(np.abs(got - want) <= _bound(dtype, d + 1, size)), (got, want)
+
+    run(a.call("posenc.torch.relative_position_scores", pt.relative_position_scores, check))

@@ -51,8 +51,8 @@ def test_marian_positions(data: st.DataObject) -> None:
     a.draw("num_positions", count(0, 32, none=True), optional=True)
     base = a.draw("base", BASES, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = run(a.call("hf.MarianPositions", hf.MarianPositions, lambda m: None))
-    if module is None or not a.clean:
+    module = a.build("hf.MarianPositions", hf.MarianPositions)
+    if module is None:
         return
     f = Args(data)
     s = data.draw(st.integers(0, 5), label="s")
@@ -109,8 +109,8 @@ def test_m2m100_positions(data: st.DataObject) -> None:
     a.draw("num_positions", count(0, 32, none=True), optional=True)
     base = a.draw("base", BASES, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = run(a.call("hf.M2M100Positions", hf.M2M100Positions, lambda m: None))
-    if module is None or not a.clean:
+    module = a.build("hf.M2M100Positions", hf.M2M100Positions)
+    if module is None:
         return
     f = Args(data)
     b, s = data.draw(st.integers(1, 3)), data.draw(st.integers(0, 5))
@@ -156,8 +156,8 @@ def test_whisper_encoder_positions(data: st.DataObject) -> None:
     a.draw("num_embeddings", count(0, 32))
     d = a.draw("embedding_dim", count(1, 16))
     base = a.draw("base", BASES, optional=True)
-    module = run(a.call("hf.WhisperEncoderPositions", hf.WhisperEncoderPositions, lambda m: None))
-    if module is None or not a.clean:
+    module = a.build("hf.WhisperEncoderPositions", hf.WhisperEncoderPositions)
+    if module is None:
         return
     f = Args(data)
     pos = f.draw(
@@ -380,10 +380,8 @@ def test_relative_sinusoid_positions(data: st.DataObject) -> None:
         optional=True,
     )
     base = a.draw("base", BASES, optional=True)
-    module = run(
-        a.call("hf.RelativeSinusoidPositions", hf.RelativeSinusoidPositions, lambda m: None)
-    )
-    if module is None or not a.clean:
+    module = a.build("hf.RelativeSinusoidPositions", hf.RelativeSinusoidPositions)
+    if module is None:
         return
     module.eval()
     f = Args(data)

@@ -25,6 +25,7 @@ from .reference import (  # noqa: E402
     check_relative,
     compare,
     exact_rows,
+    first_outside,
     grid_channels,
     rope_channels,
     sinusoid_channels,
@@ -76,9 +77,8 @@ def check_sum(got, x64, exact_pe, errors, dtype_name):
     slack = (
         ulp(dtype_name, want) + ulp(dtype_name, exact_pe) + np.where(np.isinf(errors), 2.0, errors)
     )
-    bad = ~(np.abs(got - want) <= slack + (1e-7 if dtype_name == "float32" else 0.0))
-    if np.any(bad):
-        i = tuple(np.argwhere(bad)[0])
+    i = first_outside(got, want, slack + (1e-7 if dtype_name == "float32" else 0.0))
+    if i is not None:
         raise AssertionError(f"x + PE at {i}: got {got[i]!r}, expected {want[i]!r}")
 
 
@@ -93,14 +93,8 @@ def test_sinusoidal_positional_encoding(data: st.DataObject) -> None:
     batch_first = a.draw("batch_first", flag(), optional=True)
     a.draw("max_len", count(0, 64, none=True), optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = run(
-        a.call(
-            "posenc.torch.SinusoidalPositionalEncoding",
-            pt.SinusoidalPositionalEncoding,
-            lambda m: None,
-        )
-    )
-    if module is None or not a.clean:
+    module = a.build("posenc.torch.SinusoidalPositionalEncoding", pt.SinusoidalPositionalEncoding)
+    if module is None:
         return
     module.train(data.draw(st.booleans(), label="train"))
     d, bf = int(d), batch_first is None or bool(batch_first)
@@ -186,10 +180,8 @@ def test_transformer_embedding(data: st.DataObject) -> None:
     segs = a.draw("num_segments", count(0, 3), optional=True)
     a.draw("dropout", choose(st.just(0.0), st.sampled_from([2.0, "x", None])), optional=True)
     a.draw("scale", flag(), optional=True)
-    module = run(
-        a.call("posenc.torch.TransformerEmbedding", pt.TransformerEmbedding, lambda m: None)
-    )
-    if module is None or not a.clean:
+    module = a.build("posenc.torch.TransformerEmbedding", pt.TransformerEmbedding)
+    if module is None:
         return
     module.eval()
     v, d, n_seg = int(vocab), int(d), int(segs or 0)
@@ -282,15 +274,8 @@ def test_rotary_embedding(data: st.DataObject) -> None:
     spec = posenc.rope_scaling(scaling) if a.kinds.get("scaling") == VALID else None
     if spec is not None and spec.rope_type == "dynamic" and h < 4:
         a.kinds["scaling"] = DOUBTFUL
-    module = run(
-        a.call(
-            "posenc.torch.RotaryEmbedding",
-            pt.RotaryEmbedding,
-            lambda m: None,
-            aliases=SCALING_NAMES,
-        )
-    )
-    if module is None or not a.clean:
+    module = a.build("posenc.torch.RotaryEmbedding", pt.RotaryEmbedding, aliases=SCALING_NAMES)
+    if module is None:
         return
     sd = -2 if seq_dim is None else int(seq_dim)
     q, k, s, bsz = rotary_module_inputs(data, h, sd)
@@ -383,15 +368,12 @@ def test_sinusoidal_grid_encoding(data: st.DataObject) -> None:
     cls = a.draw("cls_token", flag(), optional=True)
     a.draw("dropout", PROBABILITY, optional=True)
     a.draw("dtype", DTYPES, optional=True)
-    module = run(
-        a.call(
-            "posenc.torch.SinusoidalGridEncoding",
-            pt.SinusoidalGridEncoding,
-            lambda m: None,
-            aliases={"grid_shape": ("grid_shape", "shape", "grid positions")},
-        )
+    module = a.build(
+        "posenc.torch.SinusoidalGridEncoding",
+        pt.SinusoidalGridEncoding,
+        aliases={"grid_shape": ("grid_shape", "shape", "grid positions")},
     )
-    if module is None or not a.clean:
+    if module is None:
         return
     module.eval()
     f = Args(data)
@@ -443,8 +425,8 @@ def test_timestep_embedding_module(data: st.DataObject) -> None:
     shift = a.draw("downscale_freq_shift", finite(-4.0, 4.0, extra=(0.0, 1.0)), optional=True)
     scale = a.draw("scale", finite(-1e3, 1e3, extra=(1.0,)), optional=True)
     near_pole(a, dim, shift)
-    module = run(a.call("posenc.torch.TimestepEmbedding", pt.TimestepEmbedding, lambda m: None))
-    if module is None or not a.clean:
+    module = a.build("posenc.torch.TimestepEmbedding", pt.TimestepEmbedding)
+    if module is None:
         return
     f = Args(data)
     t = f.draw(

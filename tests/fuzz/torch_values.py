@@ -11,11 +11,12 @@ torch = pytest.importorskip("torch")
 
 from hypothesis import strategies as st  # noqa: E402
 
-from .contract import Drawn, choose  # noqa: E402
+from .contract import VALID, Drawn, choose  # noqa: E402
 from .values import (  # noqa: E402
     HUGE,
     INF,
     NAN,
+    RELATIVE,
     WRONG_TYPES,
     hostile_positions,
     valid_position_arrays,
@@ -37,6 +38,18 @@ DTYPES = choose(
     ),
     st.sampled_from([None]),
     weights=(6, 2, 2),
+)
+
+#: ``dtype=`` of a bias: float16 may overflow (refused by name, or finite).
+BIAS_DTYPES = choose(
+    st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+    st.sampled_from([torch.int32, torch.bool, np.float32, "float32", 1.5]),
+    st.sampled_from([torch.float16]),
+)
+#: ``dtype=`` of a bias that float16 holds (small sizes): float16 is valid.
+BOUNDED_BIAS_DTYPES = choose(
+    st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
+    st.sampled_from([torch.int32, torch.bool, np.float32, "float32", 1.5]),
 )
 
 DEVICES = choose(
@@ -84,6 +97,31 @@ def positions() -> st.SearchStrategy[Drawn]:
         tensors() | valid_positions(whole_floats=False),
         hostile_tensors() | st.sampled_from([*HUGE, -1]),
     )
+
+
+def timesteps() -> st.SearchStrategy[Drawn]:
+    """Timesteps: the positions above, where an int is one timestep (valid within 2**53)."""
+    return positions().map(_one_timestep)
+
+
+def _one_timestep(drawn: Drawn) -> Drawn:
+    value = drawn.value
+    single = isinstance(value, int) and not isinstance(value, bool)
+    if single and drawn.kind != VALID and value not in HUGE[2:]:
+        return Drawn(value, VALID)
+    return drawn
+
+
+def relative_positions() -> st.SearchStrategy[Drawn]:
+    """Relative positions: ``RELATIVE``, numeric arrays also as tensors."""
+    return RELATIVE.flatmap(_maybe_tensor)
+
+
+def _maybe_tensor(drawn: Drawn) -> st.SearchStrategy[Drawn]:
+    value = drawn.value
+    if not (isinstance(value, np.ndarray) and value.dtype.kind in "biuf"):
+        return st.just(drawn)  # torch.from_numpy refuses strings and objects
+    return st.sampled_from([drawn, Drawn(torch.from_numpy(value), drawn.kind)])
 
 
 def meaning(value: Any) -> tuple[tuple[int, ...], list[Any]]:

@@ -446,3 +446,99 @@ HOSTILE_SCALINGS = [
 
 def scalings(dim: int, base: float) -> st.SearchStrategy[Drawn]:
     return choose(valid_scalings(dim, base), st.sampled_from(HOSTILE_SCALINGS))
+
+
+# -- biases ------------------------------------------------------------------------------------
+
+FLOAT_OUT = choose(
+    st.sampled_from([np.float32, np.float64, "float32", "f8"]),
+    st.sampled_from([np.int32, "bfloat16", bool, complex, 1.5, "x"]),
+    st.sampled_from([np.float16]),  # may overflow: refused by name (dtype) or finite
+)
+#: Output dtypes of a bias that float16 holds (small sizes): float16 is valid, and checked as
+#: the float64 truth rounded once.
+FLOAT_BOUNDED = choose(
+    st.sampled_from([np.float32, np.float64, "float32", "f8", np.float16, "float16", "e"]),
+    st.sampled_from([np.int32, "bfloat16", bool, complex, 1.5, "x"]),
+)
+
+
+def plain(value: Any) -> Any:
+    """A drawn value as NumPy reads it (a :class:`Detachable` detached)."""
+    return value.detach() if isinstance(value, Detachable) else value
+
+
+def _position_lists(wrapped: bool) -> st.SearchStrategy[Any]:
+    ints = st.integers(-(10**6), 10**6)
+    plain_forms = st.one_of(
+        st.integers(0, 9),
+        st.lists(ints, max_size=5),
+        st.lists(ints, max_size=5).map(lambda v: np.array(v, dtype=np.int64)),
+        st.lists(st.integers(0, 120), max_size=5).map(lambda v: np.array(v, dtype=np.uint8)),
+        st.lists(st.integers(-1000, 1000), max_size=4).map(lambda v: np.array(v, float)),
+    )
+    if not wrapped:
+        return plain_forms
+    # the NumPy core also reads a detachable parameter and Python ints of any size
+    held = st.lists(ints, max_size=5).map(lambda v: Detachable(np.array(v, np.int64)))
+    return plain_forms | held | st.lists(ints, max_size=3).map(lambda v: np.array(v, object))
+
+
+HOSTILE_BIAS_POSITIONS = st.sampled_from(
+    [
+        *WRONG_TYPES,
+        -1,
+        2.5,
+        NAN,
+        [0.5],
+        [NAN],
+        [1, INF],
+        [2**53 + 1],
+        [-(2**53) - 1],
+        [[1, 2], [3]],
+        np.zeros((2, 2), dtype=np.int64),
+        np.array([1 + 1j]),
+        np.array(["1"]),
+        2**60,
+        10**30,
+    ]
+)
+
+
+def bias_positions(*, wrapped: bool = False) -> st.SearchStrategy[Any]:
+    """Query or key positions; ``wrapped``: also as a :class:`Detachable` or an object array
+    of Python ints (what the NumPy core reads; the PyTorch front-end's tests leave them out)."""
+    return choose(_position_lists(wrapped), HOSTILE_BIAS_POSITIONS)
+
+
+def bias_meaning(value: Any) -> np.ndarray:
+    """Valid positions as int64: an int is a length."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return np.arange(int(value), dtype=np.int64)
+    return np.asarray(plain(value)).astype(np.int64).reshape(-1)
+
+
+RELATIVE = choose(
+    st.one_of(
+        st.lists(st.integers(-(10**6), 10**6), max_size=6).map(np.array),
+        st.lists(st.integers(-(10**6), 10**6), max_size=6),
+        st.integers(-(10**6), 10**6),
+        st.lists(st.integers(-50, 50), min_size=4, max_size=4).map(
+            lambda v: np.array(v, dtype=np.int32).reshape(2, 2)
+        ),
+    ),
+    st.sampled_from(
+        [*WRONG_TYPES, 2.5, [0.5], [NAN], [INF], [2**54 + 1], [2**63], np.array(["1"])]
+    ),
+)
+#: RELATIVE, and what the NumPy core also reads: a detachable parameter, Python ints (any
+#: size), empty and 0-d arrays.
+NUMPY_RELATIVE = choose(
+    st.lists(st.integers(-(10**6), 10**6), max_size=6).map(lambda v: Detachable(np.array(v)))
+    | st.lists(st.integers(-(10**6), 10**6), max_size=4).map(lambda v: np.array(v, object))
+    | st.sampled_from([np.zeros((0, 3), np.int64), np.int64(-40), np.array(7), np.array([])]),
+    st.sampled_from(
+        [np.array([1, None], dtype=object), Detachable(np.array([0.5])), [2**64],
+         np.array([2**70], dtype=object), [[1, 2], [3]]]
+    ),
+) | RELATIVE  # fmt: skip
