@@ -104,10 +104,9 @@ browser:
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
-# The whole suite, the tests marked sweep included (a bare `pytest` leaves them out), and the
-# explorer's eight concurrent clients for 30 s (3 s in a bare `pytest` outside CI).
+# The whole suite, the tests marked sweep included (a bare `pytest` leaves them out).
 pytest: $(DEV_STAMP) $(EDITABLE) browser
-	POSENC_SWEEP=1 POSENC_EXPLORE_LOAD_SECONDS=30 $(BIN)/python -m pytest
+	POSENC_SWEEP=1 $(BIN)/python -m pytest
 
 # Only the tests marked sweep: every causal LM of the pinned transformers, built tiny, swapped
 # and compared (tests/torch/hf/test_swap_sweep.py; one to three minutes here).
