@@ -313,8 +313,12 @@ def test_uploads_work_and_hostile_ones_get_a_message(browser: Any, tmp_path: Pat
 def test_the_narrow_layout_renders(server: ExplorerServer) -> None:
     driver = chromium.start(width=360, height=800)
     try:
+        # headless Chromium opens a window at least 500 pixels wide whatever --window-size
+        # asks; resizing it gives the page a 360-pixel viewport
+        driver.set_window_size(360, 800)
         driver.get(server.url)
         chromium.wait_ready(driver)
+        assert driver.execute_script("return window.innerWidth") == 360
         width = driver.execute_script("return document.documentElement.clientWidth")
         scroll = driver.execute_script("return document.documentElement.scrollWidth")
         assert scroll <= width + 1, (scroll, width)
