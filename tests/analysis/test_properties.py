@@ -610,8 +610,8 @@ def test_identify_tiny_d_model_is_honest(d_model: int) -> None:
                     _assert_identified(table, convention, base, offset, strict=False)
     # d_model <= 2: every convention but musicgen ([cos p, sin p]) gives [sin p, cos p], and
     # the base has no effect
-    r = identify(posenc.sinusoidal(np.arange(5, 40), 2))
     if d_model == 2:
+        r = identify(posenc.sinusoidal(np.arange(5, 40), 2))
         assert r.ambiguous
         assert r.convention is None
         assert r.base is None
@@ -818,5 +818,7 @@ def test_module_imports_numpy_only() -> None:
         "import sys, posenc.analysis; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'matplotlib', 'mpmath'}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "[]"

@@ -10,32 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.cli import _demo as demo
 from posenc.cli import main
-
-
-def test_demo_prints_every_section_and_writes_the_figures(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pytest.importorskip("matplotlib")
-    out_dir = tmp_path / "figs"
-    assert main(["demo", "--out", str(out_dir)]) == 0
-    out = capsys.readouterr().out
-    assert "posenc.sinusoidal(10, 8)" in out
-    assert "0.8415" in out  # sin(1)
-    assert "-0.9111" in out  # cos(9)
-    if "PyTorch is not installed" not in out:
-        assert "for both sequences: True" in out
-    assert "geometric progression" in out
-    assert "M_k" in out
-    assert "cosine similarity" in out
-    assert "Distinct positions" in out
-    assert "odd exponents" in out
-    assert "odd-exponent cosine bug" in out  # identify recognised the bug
-    for stem in demo.FIGURES:
-        path = out_dir / f"{stem}.png"
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
-        assert str(path) in out
 
 
 def test_demo_without_figures_writes_nothing(

@@ -37,14 +37,30 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+#: Panels whose controls, pointer or upload a test has moved since the page was last loaded.
+_moved: set[str] = set()
+
 
 @pytest.fixture(scope="module")
 def browser(server: ExplorerServer) -> Iterator[Any]:
+    """One Chromium and one page for the module; :func:`_fresh` reloads it when a test needs
+    panels that an earlier test moved."""
     driver = chromium.start()
     driver.get(server.url)
     chromium.wait_ready(driver)
+    _moved.clear()
     yield driver
     driver.quit()
+
+
+def _fresh(driver: Any, *panels: str) -> None:
+    """``panels`` (every panel when none is named) as a fresh page shows them: the page is
+    reloaded when a test moved one of them since the last load, whatever ran before (or failed
+    half-way); the moving tests touch one panel each, so they share a load."""
+    if _moved & (set(panels) or {p.name for p in PANELS}):
+        driver.refresh()
+        chromium.wait_ready(driver)
+        _moved.clear()
 
 
 def _errors(driver: Any) -> list[str]:
@@ -66,6 +82,7 @@ def _figure(driver: Any, panel: str) -> str:
 
 def _set(driver: Any, panel: str, name: str, value: str) -> None:
     """Set one control the way a user does, and wait for the panel's answer."""
+    _moved.add(panel)
     before = _updates(driver, panel)
     element = driver.find_element(By.ID, f"{panel}-{name}")
     if element.tag_name == "select":
@@ -88,6 +105,7 @@ def _number(driver: Any, panel: str, key: str) -> str:
 
 
 def test_every_panel_renders_without_console_errors(browser: Any, server: ExplorerServer) -> None:
+    _fresh(browser)
     assert _errors(browser) == []
     for panel in PANELS:
         section = browser.find_element(By.ID, panel.name)
@@ -119,8 +137,7 @@ def _readout(browser: Any, before: str) -> tuple[int, int, float]:
 
 
 def test_the_charting_library_draws_and_the_pointer_reads_posenc(browser: Any) -> None:
-    browser.refresh()
-    chromium.wait_ready(browser)
+    _fresh(browser, "heatmap")
     assert browser.execute_script("return echarts.version") == "6.1.0"
     for panel in PANELS:  # every figure is an ECharts chart
         drawn = "return [...document.querySelectorAll(`#${arguments[0]} .chart`)]" \
@@ -129,6 +146,7 @@ def test_the_charting_library_draws_and_the_pointer_reads_posenc(browser: Any) -
         assert figures, panel.name
         assert all(figures), panel.name
     table = posenc.sinusoidal(100, 64)  # the heatmap panel's defaults
+    _moved.add("heatmap")  # its pointer
     box = browser.find_element(By.CSS_SELECTOR, "#heatmap .chart")
     before = browser.find_element(By.CSS_SELECTOR, "#heatmap .pointer").text
     box.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_DOWN)  # the keyboard cursor
@@ -175,12 +193,11 @@ def _move(panel: Any, control: Any) -> str:
 
 @pytest.mark.parametrize("panel", PANELS, ids=lambda p: p.name)
 def test_moving_each_control_changes_its_figure(browser: Any, panel: Any) -> None:
+    _fresh(browser, panel.name)
     for control in panel.controls:
         before = _figure(browser, panel.name)
         _set(browser, panel.name, control.name, _move(panel, control))
         assert _figure(browser, panel.name) != before, f"{panel.name}.{control.name}"
-    browser.refresh()
-    chromium.wait_ready(browser)
 
 
 BASE = 12345.6
@@ -230,6 +247,7 @@ WITH_BASE = [p.name for p in PANELS if any(c.name == "base" for c in p.controls)
 
 @pytest.mark.parametrize("panel", WITH_BASE)
 def test_a_displayed_number_equals_posenc_at_an_arbitrary_base(browser: Any, panel: str) -> None:
+    _fresh(browser, panel)
     _set(browser, panel, "base", repr(BASE))
     key, expected = _expected(panel)
     # The similarity profile is a mean over the pairs at each distance: the page averages
@@ -240,6 +258,7 @@ def test_a_displayed_number_equals_posenc_at_an_arbitrary_base(browser: Any, pan
 
 
 def test_the_bias_panels_show_posencs_numbers_at_arbitrary_settings(browser: Any) -> None:
+    _fresh(browser, "alibi", "buckets")
     for name, value in [("heads", "37"), ("max_bias", "5.5"), ("convention", "mpt"),
                         ("shown", "3, 29"), ("distance", "1001")]:  # fmt: skip
         _set(browser, "alibi", name, value)
@@ -254,11 +273,10 @@ def test_the_bias_panels_show_posencs_numbers_at_arbitrary_settings(browser: Any
     _set(browser, "buckets", "scheme", "DeBERTa-v2")
     deberta = posenc.deberta_buckets([123], bucket_size=44, max_position=300)  # query - key
     assert int(_number(browser, "buckets", "bucket")) == deberta[0]
-    browser.refresh()
-    chromium.wait_ready(browser)
 
 
 def _upload(browser: Any, panel: str, path: Path) -> str:
+    _moved.add(panel)
     before = _updates(browser, panel)
     field = browser.find_element(By.ID, f"{panel}-file")
     field.send_keys(str(path))
@@ -271,6 +289,7 @@ def _upload(browser: Any, panel: str, path: Path) -> str:
 
 
 def test_uploads_work_and_hostile_ones_get_a_message(browser: Any, tmp_path: Path) -> None:
+    _fresh(browser, "identify", "plan")
     good = tmp_path / "table.npy"
     np.save(good, posenc.sinusoidal(np.arange(2, 50), 16, base=BASE, convention="tensor2tensor"))
     assert _upload(browser, "identify", good) == ""
@@ -294,8 +313,12 @@ def test_uploads_work_and_hostile_ones_get_a_message(browser: Any, tmp_path: Pat
 def test_the_narrow_layout_renders(server: ExplorerServer) -> None:
     driver = chromium.start(width=360, height=800)
     try:
+        # headless Chromium opens a window at least 500 pixels wide whatever --window-size
+        # asks; resizing it gives the page a 360-pixel viewport
+        driver.set_window_size(360, 800)
         driver.get(server.url)
         chromium.wait_ready(driver)
+        assert driver.execute_script("return window.innerWidth") == 360
         width = driver.execute_script("return document.documentElement.clientWidth")
         scroll = driver.execute_script("return document.documentElement.scrollWidth")
         assert scroll <= width + 1, (scroll, width)
