@@ -15,12 +15,31 @@ import numpy as np
 import pytest
 
 import posenc
+from tests import summaries
 from tests.tolerance import assert_close_ulp
 
 try:
     import torch
 except ImportError:  # the test files that use the helpers below skip without torch
     torch = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Under pytest-xdist, a worker's teardown report carries what the sweeps found since its
+    last report (tests/summaries.py)."""
+    outcome = yield
+    if call.when == "teardown" and summaries.IN_WORKER:
+        text = summaries.changes()
+        if text is not None:
+            outcome.get_result().user_properties.append((summaries.PROPERTY, text))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The controller of pytest-xdist merges what the workers' reports carry."""
+    for name, value in report.user_properties:
+        if name == summaries.PROPERTY and not summaries.IN_WORKER:
+            summaries.merge(value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
