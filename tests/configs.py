@@ -14,6 +14,9 @@ LLAMA3_ROPE_SCALING = {
     "original_max_position_embeddings": 8192,
 }
 
+# The same in the transformers v5 spelling of rope_parameters: the base inside the dict.
+LLAMA3_ROPE_PARAMETERS = {**LLAMA3_ROPE_SCALING, "rope_theta": 500000.0}
+
 # Llama 3.1 (four layers), in the transformers v4 spelling: rope_theta beside rope_scaling.
 LLAMA3 = {
     "model_type": "llama",

@@ -11,7 +11,6 @@ import pytest
 
 import posenc
 from posenc import analysis
-from posenc.cli import main
 
 
 def test_alibi_profile_is_the_dense_bias_of_one_query() -> None:
@@ -121,50 +120,6 @@ def test_slope_figure_draws_every_rule() -> None:
     assert np.array_equal(by_label["Falcon (bfloat16)"].get_ydata(), t.rules["falcon"])
     ulps = {line.get_label(): line for line in right.get_lines()}
     assert np.array_equal(ulps["BLOOM (float32)"].get_ydata(), t.ulps["bloom"])
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(argv)
-    return code, capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        ["bias", "--heads", "6", "--distance", "12", "--max-bias", "4"],
-        ["buckets", "--method", "deberta", "--num-buckets", "16", "--max-distance", "32"],
-        ["buckets", "--causal", "--distance", "40"],
-        ["slopes", "--heads", "24"],
-    ],
-)
-def test_cli_writes_the_bias_figures(
-    options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "figure.png"
-    code, err = cli(["plot", *options, "--out", str(out)], capsys)
-    assert code == 0, err
-    assert out.read_bytes().startswith(b"\x89PNG")
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (["bias", "--d-model", "64"], "--d-model does not apply to the bias plot"),
-        (["slopes", "--base", "100"], "--base does not apply to the slopes plot"),
-        (["heatmap", "--heads", "4"], "--heads does not apply to the heatmap plot"),
-        (["slopes", "--distance", "4"], "--distance does not apply to the slopes plot"),
-        (["buckets", "--num-buckets", "1"], "--num-buckets must be an integer >= 4"),
-        (["bias", "--max-bias", "-1"], "--max-bias must be a positive finite number"),
-    ],
-)
-def test_cli_refuses_what_a_kind_does_not_take(
-    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, err = cli(["plot", *options, "--out", str(tmp_path / "f.png")], capsys)
-    assert code == 2
-    assert message in err
-    assert err.count("\n") == 1
-    assert not (tmp_path / "f.png").exists()
 
 
 def test_the_docs_figures_are_committed_small_and_say_what_they_show() -> None:

@@ -9,16 +9,7 @@ import numpy as np
 import pytest
 
 import posenc
-
-LLAMA3 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
-
+from tests.configs import LLAMA3_ROPE_PARAMETERS as LLAMA3
 
 # -- a rope_parameters dict copied from a config: its rope_theta is the base -----------------
 

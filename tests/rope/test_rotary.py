@@ -9,6 +9,7 @@ framework functions (transformers, rotary-embedding-torch, torchtune) are in
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 
@@ -167,26 +168,53 @@ def test_apply_rotary_broadcasts_tables_per_batch():
         assert_close_ulp(out[b], expected, ulps=4, scale=14 * np.abs(x).max())
 
 
+def _rotate_numpy(x: np.ndarray, position: int, pairs: str) -> np.ndarray:
+    cos, sin = rotary_cos_sin([position], x.shape[-1], pairs=pairs, dtype=np.float64)
+    return apply_rotary(x[None], cos, sin, pairs=pairs)[0]
+
+
+def _rotate_torch(x: np.ndarray, position: int, pairs: str) -> np.ndarray:
+    import torch
+
+    from posenc.torch import RotaryEmbedding
+
+    rope = RotaryEmbedding(x.shape[-1], pairs=pairs)
+    return rope.rotate(torch.from_numpy(x)[None, None, None], positions=[position])[0, 0, 0].numpy()
+
+
+FRONTENDS = [
+    pytest.param(_rotate_numpy, id="numpy"),
+    pytest.param(
+        _rotate_torch,
+        id="torch",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("torch") is None, reason="the torch front-end needs torch"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("rotate", FRONTENDS)
 @given(
-    st.integers(0, 20_000),
-    st.integers(0, 20_000),
-    st.integers(-5_000, 5_000),
+    st.integers(0, 50_000),
+    st.integers(0, 50_000),
+    st.integers(-10_000, 10_000),
     st.sampled_from(PAIRS),
     st.integers(0, 2**31),
 )
-def test_rotation_preserves_norm_and_scores_depend_only_on_distance(m, n, shift, pairs, seed):
+def test_rotation_preserves_norm_and_scores_depend_only_on_distance(
+    rotate, m, n, shift, pairs, seed
+):
+    """Both front-ends, in float64: |R(m)q| = |q| and R(m)q · R(n)k depends on m - n only."""
     dim = 16
     q, k = rng_array(2, dim, seed=seed)
-    m2, n2 = m + shift, n + shift
-
-    def rotated(x, p):
-        cos, sin = rotary_cos_sin([p], dim, pairs=pairs, dtype=np.float64)
-        return apply_rotary(x[None], cos, sin, pairs=pairs)[0]
-
-    qm, kn = rotated(q, m), rotated(k, n)
-    assert math.isclose(np.linalg.norm(qm), np.linalg.norm(q), rel_tol=1e-13)
+    qm, kn = rotate(q, m, pairs), rotate(k, n, pairs)
+    # cos² + sin² = 1 within 2 ulps; the norms sum 16 squares
+    assert math.isclose(np.linalg.norm(qm), np.linalg.norm(q), rel_tol=1e-14)
     scale = np.linalg.norm(q) * np.linalg.norm(k)
-    assert abs(qm @ kn - rotated(q, m2) @ rotated(k, n2)) <= 1e-10 * scale
+    # float64 angles up to 6e4: each within an ulp of it (1.5e-11)
+    moved = rotate(q, m + shift, pairs) @ rotate(k, n + shift, pairs)
+    assert abs(qm @ kn - moved) <= 1e-10 * scale
 
 
 def test_score_check_detects_mismatched_pair_layouts():

@@ -11,15 +11,7 @@ torch = pytest.importorskip("torch")
 import posenc  # noqa: E402
 import posenc.torch as pt  # noqa: E402
 from posenc.torch.hf import LlamaRotary  # noqa: E402
-
-LLAMA3 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
+from tests.configs import LLAMA3_ROPE_PARAMETERS as LLAMA3  # noqa: E402
 
 
 def test_rotary_embedding_takes_rope_theta_as_the_base():

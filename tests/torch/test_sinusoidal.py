@@ -251,7 +251,9 @@ def _roundtrip_torch_save(m):
 
 
 @pytest.mark.parametrize(
-    "roundtrip", [_roundtrip_pickle, copy.deepcopy, _roundtrip_torch_save], ids=str
+    "roundtrip",
+    [_roundtrip_pickle, copy.deepcopy, _roundtrip_torch_save],
+    ids=["pickle", "deepcopy", "torch.save"],
 )
 def test_serialisation_roundtrips_give_identical_outputs(roundtrip):
     m = SinusoidalPositionalEncoding(7, max_len=5, convention="marian", base=300.0)

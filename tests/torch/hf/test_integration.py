@@ -795,7 +795,7 @@ def test_decoder_layer_within_its_bound_under_the_default_kernels():
         "capability = torch.backends.cpu.get_cpu_capability()\n"
         "assert capability == 'DEFAULT', capability\n"
         "torch.set_num_threads(1)\n"
-        "from tests.torch import test_integration_hf as t\n"
+        "from tests.torch.hf import test_integration as t\n"
         "t.test_llama_decoder_layer_with_posenc_cos_sin('yarn')\n"
         "print('compared')\n"
     )

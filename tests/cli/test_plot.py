@@ -1,4 +1,5 @@
-"""``posenc plot bias --table FILE``: T5's learned bucket table, read from a file through the
+"""``posenc plot`` of the biases: ``bias``, ``buckets`` and ``slopes`` write their figures;
+``plot bias --table FILE`` draws T5's learned bucket table, read from a file through the
 bounded readers of ``posenc identify``, drawn against the relative position per head; hostile
 files and options that do not apply are refused with one line."""
 
@@ -115,8 +116,32 @@ def test_a_table_larger_than_max_bytes_is_refused_before_it_is_read(
 
 
 @pytest.mark.parametrize(
+    "options",
+    [
+        ["bias", "--heads", "6", "--distance", "12", "--max-bias", "4"],
+        ["buckets", "--method", "deberta", "--num-buckets", "16", "--max-distance", "32"],
+        ["buckets", "--causal", "--distance", "40"],
+        ["slopes", "--heads", "24"],
+    ],
+)
+def test_cli_writes_the_bias_figures(
+    options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "figure.png"
+    code, err = cli(["plot", *options, "--out", str(out)], capsys)
+    assert code == 0, err
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
+        (["bias", "--d-model", "64"], "--d-model does not apply to the bias plot"),
+        (["slopes", "--base", "100"], "--base does not apply to the slopes plot"),
+        (["heatmap", "--heads", "4"], "--heads does not apply to the heatmap plot"),
+        (["slopes", "--distance", "4"], "--distance does not apply to the slopes plot"),
+        (["buckets", "--num-buckets", "1"], "--num-buckets must be an integer >= 4"),
+        (["bias", "--max-bias", "-1"], "--max-bias must be a positive finite number"),
         # T5's bucket settings mean nothing to ALiBi: refused, not ignored
         (["bias", "--num-buckets", "8"], "--num-buckets applies to the bias plot with --table"),
         (["bias", "--max-distance", "16"], "--max-distance applies to the bias plot with --table"),
@@ -126,13 +151,14 @@ def test_a_table_larger_than_max_bytes_is_refused_before_it_is_read(
         (["bias", "--key", "w"], "--key applies to the bias plot with --table"),
     ],
 )
-def test_options_that_do_not_apply_are_refused(
+def test_options_that_do_not_apply_or_are_out_of_range_are_refused(
     options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, err = cli(["plot", *options, "--out", str(tmp_path / "f.png")], capsys)
     assert code == 2
     assert message in err
     assert err.count("\n") == 1
+    assert not (tmp_path / "f.png").exists()
 
 
 def test_a_wide_table_over_the_longest_distance_is_drawn_in_bounded_memory(
