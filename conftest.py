@@ -7,11 +7,11 @@ cannot be imported without them (``--doctest-modules`` would report an import er
 README's examples (they use torch). With the full development environment nothing is left out.
 
 Under the environment variable ``CI`` every ``pytest.importorskip`` of a missing module fails
-the run instead of skipping (as ``tests/references/__init__.py``'s ``require`` does): CI installs the
-whole test stack, so a missing reference is a broken environment, never a quiet skip. The one
-exception is a reference that does not install cleanly on CPU and is not in the stack
-(:data:`OUTSIDE_THE_STACK`). ``make test-py310`` clears ``CI``: its environment leaves out
-everything beyond NumPy on purpose.
+the run instead of skipping (as ``require`` of ``tests/references/__init__.py`` does): CI
+installs the whole test stack, so a missing reference is a broken environment, never a quiet
+skip. The one exception is a reference that does not install cleanly on CPU and is not in the
+stack (:data:`OUTSIDE_THE_STACK`). ``make test-py310`` clears ``CI``: its environment leaves
+out everything beyond NumPy on purpose.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """How far transformers' vision rotary classes are from posenc, in float32 ulps.
 
-For every tower of ``tests/references/hf/test_vision_configs.py`` that rotates: the worst distance of
-the class's float32 ``inv_freq`` from posenc's float64 frequencies (ulps of the frequency), and
-of its cos/sin tables from the plan's (ulps of max(|angle|, 1)), over the coordinates its model
-passes it. Run from the repository root: ``PYTHONPATH=src:. python tools/vision_ulps.py``.
+For every tower of ``tests/references/hf/test_vision_configs.py`` that rotates: the worst
+distance of the class's float32 ``inv_freq`` from posenc's float64 frequencies (ulps of the
+frequency), and of its cos/sin tables from the plan's (ulps of max(|angle|, 1)), over the
+coordinates its model passes it. Run from the repository root: ``PYTHONPATH=src:. python
+tools/vision_ulps.py``.
 """
 
 from __future__ import annotations
