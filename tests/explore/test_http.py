@@ -463,3 +463,42 @@ def test_idle_connections_are_closed_after_the_request_time(small: ExplorerServe
         data = _read(sock)
     assert time.monotonic() - began < SMALL_SECONDS + 1.0
     assert Answer(data).status == 408
+
+
+def test_a_signal_just_after_a_connection_thread_starts_still_stops_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM raises ``Terminated`` in the serving thread wherever it is; arriving after the
+    connection's thread has started (and finished), it must reach the caller and the slot must be
+    given back once. Released twice, the semaphore raised ``ValueError`` in its place, the server
+    printed it and went on serving: ``posenc explore`` ignored that SIGTERM."""
+    from posenc.cli._common import Terminated
+    from posenc.explore import _http
+
+    def app(environ: object, start_response: object) -> list[bytes]:
+        return []
+
+    sock = _http.bind("127.0.0.1", 0)
+    server = _http.wsgi_server(sock, app)  # type: ignore[arg-type]
+    sock.close()
+    start = threading.Thread.start
+
+    def start_then_signal(thread: threading.Thread) -> None:
+        start(thread)
+        thread.join()  # the connection is served and its slot given back
+        raise Terminated
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_signal)
+    client, peer = socket.socketpair()
+    try:
+        with pytest.raises(Terminated):
+            server.process_request(peer, ("127.0.0.1", 0))
+    finally:
+        monkeypatch.undo()
+        client.close()
+        peer.close()
+        server.server_close()
+    taken = 0
+    while server.slots.acquire(blocking=False):
+        taken += 1
+    assert taken == _site.MAX_CONNECTIONS

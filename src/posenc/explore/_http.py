@@ -253,6 +253,22 @@ class Handler(WSGIRequestHandler):
         """Nothing: no line per request."""
 
 
+class _Slot:
+    """One connection's hold on the server's semaphore: ``release`` gives it back the first time
+    only, from whichever thread gets there first."""
+
+    def __init__(self, semaphore: threading.BoundedSemaphore) -> None:
+        self._semaphore = semaphore
+        self._lock = threading.Lock()
+        self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._semaphore.release()
+
+
 class WSGIServer(ThreadedWSGIServer):
     """Werkzeug's threaded server on a socket bound beforehand (an ``OSError`` there reaches
     the caller, where Werkzeug would print and exit), serving at most ``MAX_CONNECTIONS``
@@ -266,22 +282,31 @@ class WSGIServer(ThreadedWSGIServer):
         self.slots = threading.BoundedSemaphore(_site.MAX_CONNECTIONS)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the connection, or, when every slot is taken, 503 at once."""
+        """A thread for the connection, or, when every slot is taken, 503 at once.
+
+        The slot is given back exactly once, by the thread when it is done or here when the
+        thread never ran: a signal's exception (``KeyboardInterrupt``, ``Terminated``) can land
+        here after the thread started, even after it finished, and must reach the serving loop
+        as itself."""
         if not self.slots.acquire(blocking=False):
             self._busy(request)
             self.shutdown_request(request)
             return
+        slot = _Slot(self.slots)
         try:
-            super().process_request(request, client_address)
+            thread = threading.Thread(
+                target=self._serve, args=(request, client_address, slot), daemon=True
+            )
+            thread.start()
         except BaseException:
-            self.slots.release()
+            slot.release()
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _serve(self, request: Any, client_address: Any, slot: _Slot) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            slot.release()
 
     def _busy(self, request: socket.socket) -> None:
         data = error_answer(
