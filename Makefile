@@ -30,6 +30,12 @@ PYTEST     := -m pytest -q -p no:cacheprovider
 REQUIRED_PYTHON := 3.11
 
 .DEFAULT_GOAL := help
+
+# A test run starts many Python processes (pytest's workers, the kernel-set runs, the CLI and
+# the explorer under test) that import the same few hundred modules of posenc and its tests:
+# they keep their bytecode (__pycache__/, ignored by git) even where the environment sets
+# PYTHONDONTWRITEBYTECODE, which would make each process compile them all again.
+unexport PYTHONDONTWRITEBYTECODE
 .NOTPARALLEL:
 .PHONY: help demo test check test-compat test-kernels test-sweep test-py310 lint typecheck \
 	suite browser bench-quick docs clean FORCE

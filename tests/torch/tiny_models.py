@@ -115,6 +115,7 @@ _QSA = {
     "indexer_budget": 8,
     "indexer_compress_ratio": 4,
 }
+_MAMBA2 = {"mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 16, "mamba_chunk_size": 16}
 #: model type -> config keys of its own (sizes under names SMALL does not know)
 OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": {
@@ -128,11 +129,15 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # one pass of each recurrent stack: at the default 2 x 3 cycles the float32 model's own
     # logits differ from a float64 run of it by 1.5e-4, more than the comparison allows
     "hrm_text": {"H_cycles": 1, "L_cycles": 1, "L_bp_cycles": [1]},
-    # hybrids: one attention layer (their defaults have none in the first two layers)
-    "bamba": {"attn_layer_indices": [1]},
+    # hybrids: one attention layer (their defaults have none in the first two layers); their
+    # Mamba-2 layers sized like the rest (by default 128 heads, a state of 256 and chunks of 256
+    # tokens, which the CPU path pads every input to: seconds per call)
+    "bamba": {"attn_layer_indices": [1], **_MAMBA2},
+    "falcon_h1": {**_MAMBA2, "mamba_d_ssm": 128},
     "granitemoehybrid": {
         "layer_types": ["linear_attention", "attention"],
         "position_embedding_type": "rope",
+        **_MAMBA2,
     },
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},

@@ -9,7 +9,7 @@ rotary module left in place fails when the RoPE coverage harness reproduces its 
 (posenc computes its tables, so the swap should have replaced it), unless :data:`EXPECTED_LEFT`
 gives the reason. A model with no positional module must be reported as such.
 
-Every model type but the three in :data:`SLOW_16` also runs in bfloat16 and float16 (built
+Every model type also runs in bfloat16 and float16 (built
 as ``from_pretrained(dtype=)`` builds, and swapped in that dtype; a model transformers itself
 cannot build or run in that dtype on the CPU skips with the reason): logits within the error
 model's bound (:func:`tests.torch.tiny_models.tolerance_16_bits`), greedy tokens equal wherever
@@ -83,11 +83,6 @@ OUTCOMES: dict[str, str] = {}
 OUTCOMES_16: dict[str, str] = {}
 NEAR_TIES: dict[str, list[str]] = {}
 DTYPES_16 = ("bfloat16", "float16")
-#: Left out of the 16-bit runs, to keep the sweep's time: the Mamba hybrids, whose 16-bit CPU
-#: path takes 30 to 75 s each (half of the 16-bit runs' time together); their rotary modules
-#: are Llama's, swapped in 16 bits in every other model.
-SLOW_16 = frozenset({"bamba", "falcon_h1", "granitemoehybrid"})
-MODEL_TYPES_16 = [t for t in MODEL_TYPES if t not in SLOW_16]
 
 #: Outcomes of a model type that posenc covers; any other is listed as not covered.
 COVERED = ("equal", "no positional module", "learned position tables only", "left as expected")
@@ -240,7 +235,7 @@ def _left_as_expected(model_type: str, swapped: Any, report: Any, bits: int = 32
 
 
 @pytest.mark.parametrize("dtype", DTYPES_16)
-@pytest.mark.parametrize("model_type", MODEL_TYPES_16)
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_swap_keeps_every_causal_lm_within_one_ulp_in_16_bits(model_type: str, dtype: str) -> None:
     key, torch_dtype = f"{model_type} {dtype}", getattr(torch, dtype)
     original, swapped, report, _ = _build(model_type, torch_dtype, OUTCOMES_16, key)
