@@ -38,7 +38,7 @@ import importlib.util
 from typing import Any
 
 from benchmarks.harness import Table, measure, run_alone
-from benchmarks.memory import MiB, torch_peak
+from benchmarks.memory import MiB, torch_peaks
 
 GROUP = "ALiBi attention"
 HEADS, HEAD_DIM = 16, 64
@@ -157,9 +157,11 @@ def _dense(table: Table, length: int, repeats: int, warmup: int) -> None:
         "|---|---|---|---|",
     ]
     setup = _DENSE_SETUP.format(length=length, heads=HEADS)
-    for label, name in DENSE_PATHS.items():
-        call = f"{name}()" if "torch" in name else f"torch.from_numpy({name}())"  # no copy
-        measured = torch_peak(f"{setup}\n{name}()\n", call)
+    jobs = [
+        (f"{setup}\n{name}()\n", f"{name}()" if "torch" in name else f"torch.from_numpy({name}())")
+        for name in DENSE_PATHS.values()  # from_numpy: no copy
+    ]
+    for label, measured in zip(DENSE_PATHS, torch_peaks(jobs), strict=True):
         peak, out = measured["peak"], measured["result"]
         lines.append(f"| {label} | {out / MiB:.1f} | {peak / MiB:.1f} | {peak / out:.2f} |")
     table.note("\n".join(lines))
@@ -220,9 +222,9 @@ def _memory_note(length: int, paths: dict[str, str], skipped: list[str]) -> str:
         "|---|---|---|---|---|",
     ]
     setup = _SETUP.format(length=length, heads=HEADS, head_dim=HEAD_DIM)
-    for label, name in paths.items():
-        warm = f"{setup}\n{name}()\n"  # the warm-up call: compilation and caches before reset
-        measured = torch_peak(warm, f"{name}()")
+    # the warm-up call first: compilation and caches before the reset
+    jobs = [(f"{setup}\n{name}()\n", f"{name}()") for name in paths.values()]
+    for label, measured in zip(paths, torch_peaks(jobs), strict=True):
         peak, out = measured["peak"], measured["result"]
         holds = "peak >= dense bias" if peak >= bias else "peak < dense bias: never held whole"
         lines.append(

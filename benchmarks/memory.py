@@ -30,6 +30,7 @@ Results go into the combined report as a separate table (a note), not as timing 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -124,6 +125,14 @@ def torch_peak(setup: str, measure: str) -> dict[str, Any]:
         raise RuntimeError(f"memory subprocess failed:\n{done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def torch_peaks(jobs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """:func:`torch_peak` of each ``(setup, measure)``, in order, two processes at a time: each
+    measures its own peak, so running side by side changes no number (call it where nothing is
+    being timed)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda job: torch_peak(*job), jobs))
 
 
 def numpy_peak(fn: Callable[[], np.ndarray]) -> dict[str, Any]:

@@ -32,6 +32,8 @@ import posenc
 
 resource = pytest.importorskip("resource")  # POSIX only
 
+pytestmark = pytest.mark.slow  # each test: a fresh posenc process under an address-space limit
+
 GIB = 2**30
 LIMIT = 3 * GIB // 2  # 1.5 GiB of address space
 

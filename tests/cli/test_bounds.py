@@ -53,6 +53,7 @@ def run_posenc(argv: list[str], folder: Path, *, limit_s: float = 300.0) -> Fini
     return Finished(result.returncode, result.stdout, result.stderr, peak)
 
 
+@pytest.mark.slow
 def test_inspect_a_billion_positions_in_bounded_memory(tmp_path: Path) -> None:
     result = run_posenc(["inspect", "--length", "1000000000", "--shift", "1", "999999"], tmp_path)
     assert (result.code, result.err) == (0, "")
@@ -62,6 +63,7 @@ def test_inspect_a_billion_positions_in_bounded_memory(tmp_path: Path) -> None:
     assert "8192 of 8192 sampled" in result.out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["heatmap", "sinusoids", "similarity"])
 def test_plot_a_billion_positions_in_bounded_memory(kind: str, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

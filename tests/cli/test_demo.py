@@ -17,6 +17,7 @@ from posenc.cli import _demo as demo
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_demo_prints_each_section_and_figure_as_it_goes(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the figures need matplotlib")
     out_dir = tmp_path / "figs"

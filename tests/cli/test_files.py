@@ -78,6 +78,7 @@ def wait_until_written(folder: Path, before: list[str], size: int, proc: subproc
     pytest.fail(f"no file of {size} bytes in {folder} after 60 s: {listing(folder)}")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
 @pytest.mark.parametrize(

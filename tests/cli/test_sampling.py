@@ -192,6 +192,7 @@ def test_sinusoids_of_a_billion_positions_draw_sampled_curves(
     assert f"{MAX_CURVE_POINTS:,} evenly spaced" in fig.axes[0].get_title()
 
 
+@pytest.mark.slow
 def test_similarity_of_a_billion_positions_is_bounded_and_exact_where_shown(
     plot: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,6 +223,7 @@ def test_similarity_of_a_billion_positions_is_bounded_and_exact_where_shown(
     assert "sampled distances" in profile_ax.get_title()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["heatmap", "sinusoids", "similarity"])
 def test_plot_length_beyond_2_53_names_the_length(
     kind: str, plot: Any, capsys: pytest.CaptureFixture[str], tmp_path: Any

@@ -21,6 +21,7 @@ def _defaults() -> None:
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
 def test_sighup_removes_the_partial_file(tmp_path: Path, existing: bool) -> None:
     out = tmp_path / "big.npy"

@@ -490,12 +490,12 @@ def test_a_signal_just_after_a_connection_thread_starts_still_stops_the_server(
 
     monkeypatch.setattr(threading.Thread, "start", start_then_signal)
     client, peer = socket.socketpair()
+    client.close()  # the connection ends at once: the thread is done within the join
     try:
         with pytest.raises(Terminated):
             server.process_request(peer, ("127.0.0.1", 0))
     finally:
         monkeypatch.undo()
-        client.close()
         peer.close()
         server.server_close()
     taken = 0

@@ -11,6 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.slow  # a torch.export of each case: about a second each
+
 import posenc.torch as pt  # noqa: E402
 from posenc.torch import hf  # noqa: E402
 from tests.torch.export_cases import (  # noqa: E402

@@ -24,6 +24,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.slow  # about 20 s of export per opset
+
 _MISSING = [n for n in ("onnx", "onnxscript", "onnxruntime") if not importlib.util.find_spec(n)]
 if _MISSING:
     WHY = f"ONNX export tests need {', '.join(_MISSING)} (requirements-dev.txt)"

@@ -135,6 +135,7 @@ def test_a_t5_bias_beyond_the_lookup_table_refuses_to_export() -> None:
 _MISSING = [n for n in ("onnx", "onnxscript", "onnxruntime") if not importlib.util.find_spec(n)]
 
 
+@pytest.mark.slow
 def test_onnx_opset18_under_onnxruntime() -> None:
     """All cases in one graph (the dynamo exporter takes seconds per graph)."""
     if _MISSING:

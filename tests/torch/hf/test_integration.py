@@ -783,6 +783,7 @@ def test_swap_positions_leaves_a_table_that_differs_and_says_where():
         swap_positions(model, strict=True)
 
 
+@pytest.mark.slow
 def test_decoder_layer_within_its_bound_under_the_default_kernels():
     """The decoder-layer comparison holds with ATen's plain (non-vectorised) kernels too.
 
