@@ -25,7 +25,9 @@ VENV310    ?= .venv-py310
 VENVCOMPAT ?= .venv-compat
 WORKERS    ?= 2
 BIN        := $(VENV)/bin
-PIP        := -m pip install --quiet --disable-pip-version-check
+# --no-compile: pip writes no bytecode for the thousands of modules that are never imported
+# (it took half of each install); a module is compiled when a make target first imports it.
+PIP        := -m pip install --quiet --disable-pip-version-check --no-compile
 PYTEST     := -m pytest -q -p no:cacheprovider
 # The test processes that run side by side (the $(WORKERS) workers, the two kernel-set runs) run
 # one intra-op thread each: together they fill the cores, and a second thread in each made them
@@ -39,9 +41,10 @@ REQUIRED_PYTHON := 3.11
 .DEFAULT_GOAL := help
 
 # A test run starts many Python processes (pytest's workers, the kernel-set runs, the CLI and
-# the explorer under test) that import the same few hundred modules of posenc and its tests:
-# they keep their bytecode (__pycache__/, ignored by git) even where the environment sets
-# PYTHONDONTWRITEBYTECODE, which would make each process compile them all again.
+# the explorer under test) that import the same modules of posenc, its tests and the installed
+# packages (which pip leaves uncompiled, see PIP): the first to import a module keeps its
+# bytecode (__pycache__/, ignored by git) even where the environment sets
+# PYTHONDONTWRITEBYTECODE, which would make every process compile them all again.
 unexport PYTHONDONTWRITEBYTECODE
 .NOTPARALLEL:
 .PHONY: help demo test check test-compat test-kernels test-sweep test-py310 lint typecheck \
