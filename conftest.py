@@ -25,6 +25,9 @@ from typing import Any
 
 import pytest
 
+#: the sweeps' terminal summaries (loaded here: a pytest-xdist controller loads no deeper conftest)
+pytest_plugins = ("tests.summaries",)
+
 OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug"})
 _ROOT = Path(__file__).parent
 _SRC = _ROOT / "src"

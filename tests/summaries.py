@@ -1,13 +1,14 @@
-"""What the sweeps found, carried from pytest-xdist workers to the process that prints it.
+"""What the sweeps found, printed at the end of the run, and carried there from pytest-xdist's
+workers: a plugin (the root ``conftest.py`` names it in ``pytest_plugins``).
 
 The RoPE coverage test and the swap sweeps write what they find into dictionaries of their
-own modules (``SHARED`` names them); the terminal summaries in ``tests/torch/conftest.py`` read
-those dictionaries. Under pytest-xdist the tests run in worker processes and the summary in
-the controller, which runs no test: each worker therefore sends, with every test's teardown
-report, the entries that changed since its last report (pickled, in the report's
-``user_properties``), and the controller merges them into the same dictionaries of its own
-copy of the module. In a single process nothing is sent: the dictionaries are the ones the
-tests wrote.
+own modules (``SHARED`` names them); the terminal summaries below read those dictionaries.
+Under pytest-xdist the tests run in worker processes and the summary in the controller, which
+runs no test and collects nothing (so it loads no conftest below ``tests/``: these hooks are a
+plugin's). Each worker sends, with every test's teardown report, the entries that changed since
+its last report (pickled, in the report's ``user_properties``), and the controller merges them
+into the same dictionaries of its own copy of the module. In a single process nothing is sent:
+the dictionaries are the ones the tests wrote.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import pickle
 import sys
 from typing import Any
+
+import pytest
 
 #: module -> its dictionaries the summaries read
 SHARED: dict[str, tuple[str, ...]] = {
@@ -64,3 +67,123 @@ def merge(text: str) -> None:
             getattr(module, attribute).update(value)
         else:
             setattr(module, attribute, value)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Under pytest-xdist, a worker's teardown report carries what the sweeps found since its
+    last report (above)."""
+    outcome = yield
+    if call.when == "teardown" and IN_WORKER:
+        text = changes()
+        if text is not None:
+            outcome.get_result().user_properties.append((PROPERTY, text))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The controller of pytest-xdist merges what the workers' reports carry."""
+    for name, value in report.user_properties:
+        if name == PROPERTY and not IN_WORKER:
+            merge(value)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _rope_coverage_summary(terminalreporter)
+    _swap_sweep_summary(terminalreporter)
+    _bias_sweep_summary(terminalreporter)
+
+
+def _rope_coverage_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the RoPE coverage found by tests/torch/hf/test_rope_coverage.py, when it ran."""
+    harness = sys.modules.get("tests.torch.hf.rope_coverage")
+    outcomes = getattr(harness, "OUTCOMES", None)
+    if not outcomes:
+        return
+    total = harness.TOTAL or len(outcomes)
+    reproduced = sum(o.reproduced for o in outcomes.values())
+    missing = {d: o.reason for d, o in sorted(outcomes.items()) if not o.reproduced}
+    checked = "" if len(outcomes) == total else f" ({len(outcomes)} checked in this run)"
+    terminalreporter.section("RoPE coverage")
+    terminalreporter.write_line(
+        f"RoPE coverage: {reproduced}/{total} transformers model directories with a rotary "
+        f"class reproduced by posenc.rope_plan{checked} ({100 * reproduced / total:.1f}%); "
+        f"not reproduced: {len(missing)}"
+    )
+    for directory, reason in missing.items():
+        terminalreporter.write_line(f"  {directory}: {reason}")
+
+
+def _swap_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print what tests/torch/hf/test_swap_sweep.py found, when it ran."""
+    sweep = sys.modules.get("tests.torch.hf.test_swap_sweep")
+    outcomes = getattr(sweep, "OUTCOMES", None)
+    if not outcomes:
+        return
+    counts: dict[str, list[str]] = {}
+    for model_type, outcome in sorted(outcomes.items()):
+        counts.setdefault(outcome, []).append(model_type)
+    terminalreporter.section("swap sweep")
+    terminalreporter.write_line(
+        f"swap sweep: {len(outcomes)} of {len(sweep.MODEL_TYPES)} causal LM model types checked"
+    )
+    for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    version = sweep.transformers.__version__
+    missing = sweep.not_covered(outcomes)
+    terminalreporter.write_line(
+        f"not covered by posenc in transformers {version} ({len(missing)}): {', '.join(missing)}"
+    )
+    new = sweep.new_model_types()
+    terminalreporter.write_line(
+        f"new since transformers {sweep.pinned.VERSION} ({len(new)}): {', '.join(new) or '-'}"
+    )
+    _swap_sweep_16_bits(terminalreporter, sweep)
+
+
+def _swap_sweep_16_bits(terminalreporter: pytest.TerminalReporter, sweep: object) -> None:
+    """The sweep's bfloat16 and float16 runs, and the near-ties they listed."""
+    outcomes = getattr(sweep, "OUTCOMES_16", None)
+    if not outcomes:
+        return
+    counts: dict[str, list[str]] = {}
+    for key, outcome in sorted(outcomes.items()):
+        counts.setdefault(outcome, []).append(key)
+    terminalreporter.write_line(
+        f"swap sweep in 16 bits: {len(outcomes)} runs (bfloat16 and float16)"
+    )
+    for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    ties = {k: v for k, v in sorted(getattr(sweep, "NEAR_TIES", {}).items()) if v}
+    terminalreporter.write_line(f"near-ties (greedy tokens not compared further): {len(ties)}")
+    for key, where in ties.items():
+        terminalreporter.write_line(f"  {key}: {'; '.join(where)}")
+
+
+def _bias_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print what tests/torch/hf/test_swap_bias_sweep.py found, when it ran: model type → swapped
+    or left (the function), and how far the outputs moved."""
+    sweep = sys.modules.get("tests.torch.hf.test_swap_bias_sweep")
+    outcomes = getattr(sweep, "OUTCOMES", None)
+    if not outcomes:
+        return
+    terminalreporter.section("bias swap sweep")
+    covered = sweep.covered()
+    terminalreporter.write_line(
+        f"bias swap sweep: {len(outcomes)} model types checked, from {len(covered)} model "
+        f"directories: {', '.join(covered)}"
+    )
+    width = max(len(name) for name in outcomes)
+    for model_type, outcome in sorted(outcomes.items()):
+        terminalreporter.write_line(f"  {model_type.ljust(width)}  {outcome}")
+    missing = sweep.not_covered()
+    version = sweep.transformers.__version__
+    terminalreporter.write_line(
+        f"with a bias but not covered by posenc in transformers {version} ({len(missing)}): "
+        f"{', '.join(missing) or '-'}"
+    )
+    for directory in missing:
+        reason = sweep.NOT_COVERED.get(directory, f"new since transformers {sweep.pinned.VERSION}")
+        terminalreporter.write_line(f"  {directory}: {reason}")
+
+
+# -- reference helpers -------------------------------------------------------------------------

@@ -3,6 +3,7 @@ worker sends is what changed, and the controller's copy ends up equal to the wor
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -45,3 +46,17 @@ def test_only_what_changed_is_sent(worker_and_controller) -> None:
     assert controller.TOTAL == 3
     summaries.merge(second)
     assert controller.OUTCOMES == {"a": ["x", "y"], "b": ["z"]}
+
+
+def test_the_summary_hooks_live_where_the_xdist_controller_loads_them() -> None:
+    """Under pytest-xdist the controller collects nothing: of the conftest files it loads only
+    the root's and ``tests/conftest.py``. Summary hooks defined in a deeper conftest
+    (``tests/torch/conftest.py``) never ran there, and ``make test`` printed no sweep summary."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    hooks = re.compile(r"^def (pytest_terminal_summary|pytest_runtest_logreport)\b", re.M)
+    deeper = [p for p in (root / "tests").glob("*/**/conftest.py") if hooks.search(p.read_text())]
+    assert deeper == []
+    conftest = (root / "conftest.py").read_text()
+    assert re.search(r"^pytest_plugins = .*tests\.summaries", conftest, re.M)

@@ -144,7 +144,7 @@ INTERLEAVED_TABLE = frozenset(
     }
 )
 
-#: What the tests found, by directory (read by the terminal summary in conftest.py), and how
+#: What the tests found, by directory (read by the terminal summary in tests/summaries.py), and how
 #: many directories there are.
 OUTCOMES: dict[str, Outcome] = {}
 TOTAL = 0

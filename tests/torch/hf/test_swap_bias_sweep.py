@@ -36,7 +36,7 @@ from tests.torch.hf import bias_coverage, pinned  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-#: model type -> what the sweep found (read by the terminal summary in tests/torch/conftest.py).
+#: model type -> what the sweep found (read by the terminal summary in tests/summaries.py).
 OUTCOMES: dict[str, str] = {}
 
 #: Model directories of the pinned release whose bias (a family posenc has, found by

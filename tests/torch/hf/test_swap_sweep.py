@@ -77,7 +77,7 @@ EXPECTED_LEFT_16: dict[str, str] = {
     "gptj": "its table matches no sinusoidal convention",
 }
 
-#: model type -> what the sweep found (read by the terminal summary in conftest.py).
+#: model type -> what the sweep found (read by the terminal summary in tests/summaries.py).
 OUTCOMES: dict[str, str] = {}
 #: "model type dtype" -> what the 16-bit runs found; near-ties (read by the summary too).
 OUTCOMES_16: dict[str, str] = {}
