@@ -107,7 +107,10 @@ def _asked_for(config: pytest.Config, marker: str) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The default run leaves out the tests marked ``sweep`` unless asked for (deselected, as
-    ``-m`` would)."""
+    ``-m`` would). The tests marked ``slow`` run first, in their order, then the rest:
+    pytest-xdist hands tests out in this order, so its workers end together instead of one
+    waiting at the end on a test of tens of seconds (the last percent of ``make test``'s suite
+    took a minute)."""
     for marker in ASKED_BY:
         if _asked_for(config, marker):
             continue
@@ -115,3 +118,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = [item for item in items if item.get_closest_marker(marker) is None]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

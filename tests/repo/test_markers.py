@@ -104,3 +104,24 @@ def test_marks_below_marks_only_below_its_folder(tmp_path: Path) -> None:
     hook = marks_below(str(tmp_path / "a" / "conftest.py"), "compat")
     hook(items)  # type: ignore[arg-type]
     assert [item.marks for item in items] == [["compat"], []]
+
+
+def test_slow_tests_are_handed_out_first_in_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist hands tests out in collection order: the slow ones go first."""
+    from tests.conftest import pytest_collection_modifyitems
+
+    class Item(SimpleNamespace):
+        def get_closest_marker(self, name: str) -> object:
+            return name if name in self.marks else None
+
+    monkeypatch.delenv(ASKED_BY["sweep"], raising=False)
+    items = [Item(name=n, marks=m) for n, m in [("a", ()), ("b", ("slow",)), ("c", ()),
+                                                 ("d", ("slow",)), ("e", ("sweep",))]]  # fmt: skip
+    deselected: list[object] = []
+    config = SimpleNamespace(
+        option=SimpleNamespace(markexpr=""),
+        hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)),
+    )
+    pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    assert [item.name for item in items] == ["b", "d", "a", "c"]
+    assert [item.name for item in deselected] == ["e"]  # type: ignore[attr-defined]
