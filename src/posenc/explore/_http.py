@@ -284,10 +284,10 @@ class WSGIServer(ThreadedWSGIServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         """A thread for the connection, or, when every slot is taken, 503 at once.
 
-        The slot is given back exactly once, by the thread when it is done or here when the
-        thread never ran: a signal's exception (``KeyboardInterrupt``, ``Terminated``) can land
-        here after the thread started, even after it finished, and must reach the serving loop
-        as itself."""
+        The slot is given back exactly once, whichever comes first: by the connection's thread
+        when it is done, or here when starting it raised. A signal's exception
+        (``KeyboardInterrupt``, ``Terminated``) can land here after the thread started, even
+        after it finished, and must reach the serving loop as itself."""
         if not self.slots.acquire(blocking=False):
             self._busy(request)
             self.shutdown_request(request)
