@@ -31,7 +31,7 @@ PIP        := -m pip install --quiet --disable-pip-version-check --no-compile
 PYTEST     := -m pytest -q -p no:cacheprovider
 # The test processes that run side by side (the $(WORKERS) workers, the two kernel-set runs) run
 # one intra-op thread each: together they fill the cores, and a second thread in each made them
-# wait for one another (the suite took 20 % longer, the kernel-set runs 60 %).
+# wait for one another (the suite took about 10 % longer, the kernel-set runs 60 %).
 SIDE_BY_SIDE := OMP_NUM_THREADS=1
 # pytest-xdist's workers; an idle one takes tests queued for the other (worksteal), so the run
 # does not wait at its end on one worker's queue of slow tests.

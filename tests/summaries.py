@@ -119,15 +119,11 @@ def _swap_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
     outcomes = getattr(sweep, "OUTCOMES", None)
     if not outcomes:
         return
-    counts: dict[str, list[str]] = {}
-    for model_type, outcome in sorted(outcomes.items()):
-        counts.setdefault(outcome, []).append(model_type)
     terminalreporter.section("swap sweep")
     terminalreporter.write_line(
         f"swap sweep: {len(outcomes)} of {len(sweep.MODEL_TYPES)} causal LM model types checked"
     )
-    for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    _write_by_outcome(terminalreporter, outcomes)
     version = sweep.transformers.__version__
     missing = sweep.not_covered(outcomes)
     terminalreporter.write_line(
@@ -145,14 +141,10 @@ def _swap_sweep_16_bits(terminalreporter: pytest.TerminalReporter, sweep: object
     outcomes = getattr(sweep, "OUTCOMES_16", None)
     if not outcomes:
         return
-    counts: dict[str, list[str]] = {}
-    for key, outcome in sorted(outcomes.items()):
-        counts.setdefault(outcome, []).append(key)
     terminalreporter.write_line(
         f"swap sweep in 16 bits: {len(outcomes)} runs (bfloat16 and float16)"
     )
-    for outcome, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        terminalreporter.write_line(f"  {len(names):3d}  {outcome}: {', '.join(names)}")
+    _write_by_outcome(terminalreporter, outcomes)
     ties = {k: v for k, v in sorted(getattr(sweep, "NEAR_TIES", {}).items()) if v}
     terminalreporter.write_line(f"near-ties (greedy tokens not compared further): {len(ties)}")
     for key, where in ties.items():
@@ -187,3 +179,12 @@ def _bias_sweep_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 # -- reference helpers -------------------------------------------------------------------------
+
+
+def _write_by_outcome(terminalreporter: pytest.TerminalReporter, outcomes: dict[str, str]) -> None:
+    """One line per outcome, the most frequent first: its count and the keys that had it."""
+    by_outcome: dict[str, list[str]] = {}
+    for key, outcome in sorted(outcomes.items()):
+        by_outcome.setdefault(outcome, []).append(key)
+    for outcome, keys in sorted(by_outcome.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        terminalreporter.write_line(f"  {len(keys):3d}  {outcome}: {', '.join(keys)}")
