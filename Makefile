@@ -92,23 +92,23 @@ NEW_DEMO_ENV = rm -rf $(VENV) \
 	&& echo '$(DEMO_ID)' > $(DEMO_STAMP)
 
 $(DEMO_STAMP):
-	$(NEW_DEMO_ENV)
+	@$(NEW_DEMO_ENV)
 
 # The package's metadata (entry points, version) changed: reinstall posenc only.
 $(EDITABLE): pyproject.toml | $(DEMO_STAMP)
-	echo 'make: pip install posenc again (pyproject.toml changed)' \
+	@echo 'make: pip install posenc again (pyproject.toml changed)' \
 	&& $(BIN)/python $(PIP) --no-deps -e .
-	touch $@
+	@touch $@
 
 # The reference libraries of requirements-nodeps.txt go in without their dependencies (the
 # file says why).
 $(DEV_STAMP): $(DEMO_STAMP)
-	if [ -e $@ ]; then $(NEW_DEMO_ENV); fi
-	echo 'make: pip install the test, lint, docs and reference tools (requirements-dev.txt; pip stays quiet until it is done)' \
+	@if [ -e $@ ]; then $(NEW_DEMO_ENV); fi
+	@echo 'make: pip install the test, lint, docs and reference tools (requirements-dev.txt; pip stays quiet until it is done)' \
 	&& $(BIN)/python $(PIP) -r requirements-dev.txt
-	echo 'make: pip install the reference libraries without their dependencies (requirements-nodeps.txt)' \
+	@echo 'make: pip install the reference libraries without their dependencies (requirements-nodeps.txt)' \
 	&& $(BIN)/python $(PIP) --no-deps -r requirements-nodeps.txt
-	echo '$(DEV_ID)' > $@
+	@echo '$(DEV_ID)' > $@
 
 DEV := $(DEV_STAMP) $(EDITABLE)
 
@@ -123,7 +123,7 @@ browser:
 
 # -- the targets --------------------------------------------------------------------------------
 demo: $(DEMO_STAMP) $(EDITABLE)
-	echo 'make: running posenc demo (about ten seconds; figures to ./posenc-demo/)' \
+	@echo 'make: running posenc demo (about ten seconds; figures to ./posenc-demo/)' \
 	&& $(BIN)/posenc demo --force
 
 lint: $(DEV)

@@ -57,3 +57,9 @@ def test_demo_prints_each_section_and_figure_as_it_goes(tmp_path: Path) -> None:
     early = [t for t, _ in arrivals if t < end - 0.25 * (end - arrivals[0][0])]
     assert len(early) >= 20, f"{len(early)} of {len(arrivals)} lines before the last quarter"
     assert announced[0] < end - 1.0
+
+
+def test_each_figure_is_named_after_the_plot_that_draws_it() -> None:
+    """``posenc plot KIND`` draws the demo's ``KIND.png``: one name for one figure."""
+    for stem, (kind, _) in demo.FIGURES.items():
+        assert stem == kind, f"the demo writes {stem}.png, which posenc plot {kind} draws"

@@ -28,7 +28,19 @@ from posenc.cli._common import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 OLD = b"the previous contents, which must survive a failed write\n"
-BIG = ["table", "--positions", "0:100000000", "--d-model", "1024", "--quiet"]
+#: 3.8 GiB (10^6 x 1024 float32): the signal tests stop it after its first 4 MiB, but it must
+#: fit in the free space, which ``posenc table`` checks before writing.
+BIG = ["table", "--positions", "0:1000000", "--d-model", "1024", "--quiet"]
+
+#: Run ``posenc`` with ``shutil.disk_usage`` reporting ``{free}`` bytes free: a disk that fills
+#: after the command checked its free space (another program wrote to it meanwhile).
+_LYING_DISK = """
+import shutil, sys
+real = shutil.disk_usage
+shutil.disk_usage = lambda path: type(real(path))(*real(path)[:2], {free})
+from posenc.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
 
 
 def listing(folder: Path) -> list[str]:
@@ -56,9 +68,14 @@ def _child_setup(fsize: int | None) -> Callable[[], None]:
     return setup
 
 
-def posenc_process(argv: list[str], *, fsize: int | None = None, **kw: Any) -> subprocess.Popen:
+def posenc_process(
+    argv: list[str], *, fsize: int | None = None, free: int | None = None, **kw: Any
+) -> subprocess.Popen:
+    """``python -m posenc ARGV``; ``fsize``: a file size limit; ``free``: the free space the
+    command is told (see ``_LYING_DISK``)."""
+    command = ["-m", "posenc"] if free is None else ["-c", _LYING_DISK.format(free=free)]
     return subprocess.Popen(
-        [sys.executable, "-m", "posenc", *argv],
+        [sys.executable, *command, *argv],
         stderr=subprocess.PIPE,
         preexec_fn=_child_setup(fsize),
         **kw,
@@ -144,7 +161,13 @@ def _assert_write_failed(folder: Path, name: str, existing: bool, message: str, 
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
 @pytest.mark.parametrize("name", ["t.npy", "t.csv"])
 def test_full_disk_is_one_line_and_no_file(small_disk: Path, name: str, existing: bool) -> None:
-    _assert_write_failed(small_disk, name, existing, "No space left on device")
+    """The disk fills while the table is written (the free space checked first was taken)."""
+    _assert_write_failed(small_disk, name, existing, "No space left on device", free=1 << 40)
+
+
+@pytest.mark.parametrize("name", ["t.npy", "t.csv"])
+def test_a_table_the_disk_cannot_hold_is_refused_first(small_disk: Path, name: str) -> None:
+    _assert_write_failed(small_disk, name, False, "would take", free=None)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")

@@ -164,3 +164,41 @@ def test_plot_bad_input(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "typo", "meant"),
+    [
+        (["table", "--dmodel", "8", "--length", "4"], "--dmodel", "--d-model"),
+        (["table", "--d-model", "8", "--lenght", "4"], "--lenght", "--length"),
+        (["table", "--dmodel=8", "--length", "4"], "--dmodel", "--d-model"),
+        (["plot", "heatmap", "--lenght", "4"], "--lenght", "--length"),
+        (["inspect", "--d-model", "8", "--bsae", "100"], "--bsae", "--base"),
+        (["--dbug", "table", "--length", "4"], "--dbug", "--debug"),
+    ],
+)
+def test_a_mistyped_option_is_named_with_the_option_meant(
+    argv: list[str], typo: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "the following arguments are required": the option typed is what is wrong."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"unrecognized option {typo}" in err, err
+    assert f"did you mean {meant}?" in err, err
+
+
+def test_an_option_of_no_subcommand_is_named_without_a_guess(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["table", "--length", "4", "--d-model", "8", "--zzzz", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized option --zzzz" in err
+    assert "did you mean" not in err
+    assert "posenc table --help" in err
+
+
+def test_abbreviated_and_joined_options_still_parse(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unambiguous prefix of an option (argparse's abbreviation) and ``--option=value``."""
+    assert main(["table", "--len", "2", "--d-mod", "4", "--base=100"]) == 0
+    assert "base=100" in capsys.readouterr().out

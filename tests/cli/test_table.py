@@ -151,3 +151,63 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err.count("\n") == 1, err
     assert err.startswith("posenc table")
     assert message in err
+
+
+def _free_space(monkeypatch: pytest.MonkeyPatch, free: int) -> None:
+    import shutil
+
+    real = shutil.disk_usage
+
+    def disk_usage(path: object) -> object:
+        total, used, _ = real(path)  # type: ignore[arg-type]
+        return type(real(path))(total, used, free)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+
+
+@pytest.mark.parametrize(("name", "size"), [("t.npy", "6.4 KiB"), ("t.txt", "at least 18.8 KiB")])
+def test_a_table_larger_than_the_free_space_is_refused_before_writing(
+    name: str, size: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    _free_space(monkeypatch, 1000)
+    out = tmp_path / name
+    code, _, err = run_table(["--length", "100", "--d-model", "16", "--out", str(out)], capsys)
+    assert code == 2
+    assert err.count("\n") == 1, err
+    what = "the table (100 rows x 16 float32)"
+    assert f"cannot write {out}: {what} would take {size}, and the file system of" in err, err
+    assert "has 1000 bytes free" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fmt", ["npy", "text", "csv", "json"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_size_checked_is_never_more_than_the_file_written(
+    fmt: str, dtype: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exact for .npy; a lower bound for text (a file that fits is never refused)."""
+    out = tmp_path / f"t.{fmt}"
+    argv = ["--positions", "0,7,99999", "--d-model", "6", "--dtype", dtype, "--format", fmt]
+    assert run_table([*argv, "--out", str(out)], capsys)[0] == 0
+    spec = table._Spec(np.array([0, 7, 99999]), 6, 10000.0, "paper", np.dtype(dtype))
+    estimate, written = table._file_bytes(fmt, spec), out.stat().st_size
+    assert estimate == written if fmt == "npy" else estimate <= written
+
+
+def test_a_huge_table_says_its_size_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10^12 rows of 8 float32 channels: 29.1 TiB, more than any disk here."""
+    from posenc.cli._output import Output
+
+    def never(self: object) -> None:
+        raise AssertionError("the table started writing")
+
+    monkeypatch.setattr(Output, "writing", never)
+    out = tmp_path / "big.npy"
+    argv = ["--length", str(10**12), "--d-model", "8", "--out", str(out)]
+    code, _, err = run_table(argv, capsys)
+    assert code == 2, err
+    assert "the table (1000000000000 rows x 8 float32) would take 29.1 TiB" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -70,10 +70,10 @@ def test_the_sinusoid_figure_shows_sine_and_cosine_channels_that_all_move() -> N
         assert np.ptp(values) > 0.5, f"{label} is flat over the range shown"
 
 
-def test_the_shift_figure_is_the_rotation_of_one_pair() -> None:
-    """The demo's shift figure turns one (sin, cos) pair on the unit circle from p to p+k and
+def test_the_rotation_figure_turns_one_pair() -> None:
+    """The demo's rotation figure turns one (sin, cos) pair on the unit circle from p to p+k and
     shows the 2x2 block of M_k that does it."""
-    kind, kwargs = demo.FIGURES["shift"]
+    kind, kwargs = demo.FIGURES["rotation"]
     assert kind == "rotation"
     p, k, d, pair = kwargs["p"], kwargs["k"], kwargs["d_model"], kwargs["pair"]
     fig = plot.PLOTS[kind](**kwargs)

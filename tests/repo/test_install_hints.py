@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,16 @@ def test_every_hint_is_a_working_command(name: str) -> None:
     hints = re.findall(r"pip install (?:'[^']+'|[\w.-]+)", output)
     assert hints, output[-2000:]
     assert set(hints) <= WORKING, hints
+
+
+def test_no_message_in_the_package_names_a_posenc_extra() -> None:
+    """The runtime cases above cannot reach every message (a transformers outside the supported
+    range, for one): no string in the package may point at ``posenc[...]``."""
+    root = Path(__file__).resolve().parents[2] / "src" / "posenc"
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "posenc[" in line
+    ]
+    assert not found, found

@@ -110,3 +110,22 @@ def test_make_test_runs_each_kernel_set_in_its_own_process(tmp_path: Path) -> No
     loop = next(line for line in text.splitlines() if "ATEN_CPU_CAPABILITY=$set" in line)
     assert "for set in default avx2;" in loop, loop
     assert "-m kernel_sets" in loop, loop
+
+
+def test_make_demo_prints_its_own_lines_and_no_recipe(tmp_path: Path) -> None:
+    """A newcomer's first command: make echoes no raw recipe (hundreds of characters of shell)
+    before the demo's messages. Run with a shell that runs nothing, make shows only what it
+    echoes itself."""
+    if not sys.version.startswith("3.11."):
+        pytest.skip("the Makefile's goals need Python 3.11")
+    shell = tmp_path / "sh"
+    shell.write_text(  # $(shell ...) queries (the Python's version, file hashes) still run
+        '#!/bin/sh\ncase "$2" in *"import platform"*|*sha256sum*) exec /bin/sh "$@";; esac\n'
+    )
+    shell.chmod(0o755)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "demo", f"SHELL={shell}",
+         f"PYTHON={sys.executable}", f"VENV={tmp_path}/v"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert result.stdout == "", result.stdout

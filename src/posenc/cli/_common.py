@@ -4,6 +4,7 @@ position parsing, a progress bar, and the SIGTERM and SIGHUP handlers of the com
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import signal
 import sys
@@ -88,10 +89,41 @@ def sigterm_raises() -> Iterator[None]:
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors become one line on stderr instead of usage + exit."""
+    """An ``ArgumentParser`` whose errors become one line on stderr instead of usage + exit.
+
+    A subcommand's parser names an option it does not know before anything else, with the
+    closest option it has: argparse itself would first report the option the typo was meant
+    to be as missing ("the following arguments are required: --d-model" for ``--dmodel``).
+    """
 
     def error(self, message: str) -> Any:  # argparse declares NoReturn; we raise
         raise UsageError(self.prog, message)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        args = sys.argv[1:] if args is None else list(args)  # as argparse reads them
+        tokens = args
+        if self._subparsers is not None:  # its own options come before the subcommand
+            first = next((n for n, t in enumerate(tokens) if not t.startswith("-")), None)
+            tokens = tokens[:first]
+        self._check_option_names(tokens)
+        return super().parse_known_args(args, namespace)
+
+    def _check_option_names(self, args: list[str]) -> None:
+        known = sorted(s for s in self._option_string_actions if s.startswith("--"))
+        for token in args:
+            if token == "--":
+                break
+            if not token.startswith("--"):
+                continue
+            name = token.split("=", 1)[0]
+            if name in self._option_string_actions:
+                continue
+            if self.allow_abbrev and any(option.startswith(name) for option in known):
+                continue  # an abbreviation: argparse expands it (or names the ambiguity)
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            self.error(
+                f"unrecognized option {name}" + (f"; did you mean {close[0]}?" if close else "")
+            )
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")

@@ -33,16 +33,17 @@ HELP = "a small table, a toy batch and every property of the encoding, checked; 
 D_MODEL = 512
 
 #: The figures written by the demo, in the order the tutorial shows them: file stem → (plot
-#: kind, keyword arguments, what it shows). The heatmap has 128 channels so that each column
-#: stays wider than a pixel at the README's width; the shift figure is the tutorial's example
-#: (pair 1 of d_model = 8, moved from position 5 to 8).
+#: kind, keyword arguments). Each file is named after the kind, so ``posenc plot KIND`` draws
+#: the demo's ``KIND.png``. The heatmap has 128 channels so that each column stays wider than a
+#: pixel at the README's width; the rotation figure is the tutorial's example (pair 1 of
+#: d_model = 8, moved from position 5 to 8).
 FIGURES: dict[str, tuple[str, dict[str, Any]]] = {
     "heatmap": ("heatmap", {"length": 100, "d_model": 128}),
     "sinusoids": ("sinusoids", {"length": 200, "d_model": D_MODEL}),
     "wavelengths": ("wavelengths", {"d_model": D_MODEL}),
-    "shift": ("rotation", {"p": 5, "k": 3, "d_model": 8, "pair": 1}),
+    "rotation": ("rotation", {"p": 5, "k": 3, "d_model": 8, "pair": 1}),
     "similarity": ("similarity", {"length": 200, "d_model": D_MODEL, "metric": "cosine"}),
-    "residual": ("shift", {"max_position": 10**7, "d_model": D_MODEL}),
+    "shift": ("shift", {"max_position": 10**7, "d_model": D_MODEL}),
     "precision": ("precision", {"max_position": 10**7, "d_model": D_MODEL}),
 }
 
@@ -51,9 +52,9 @@ _ABOUT = {
     "heatmap": "the table as an image, 100 positions x 128 channels",
     "sinusoids": "sine and cosine channels of three frequencies over 200 positions",
     "wavelengths": "the wavelength of each of the 256 pairs",
-    "shift": "one pair turning on the unit circle from position 5 to 8, and its block of M_3",
+    "rotation": "one pair turning on the unit circle from position 5 to 8, and its block of M_3",
     "similarity": "cosine similarity of every two of 200 positions",
-    "residual": "how exactly PE[p+k] = M_k PE[p] holds, up to position 10^7 (a few seconds)",
+    "shift": "how exactly PE[p+k] = M_k PE[p] holds, up to position 10^7 (a few seconds)",
     "precision": "accuracy against position, up to 10^7",
 }
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import stat
 import threading
@@ -22,7 +23,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["Output"]
+__all__ = ["Output", "format_bytes"]
+
+
+def format_bytes(size: int) -> str:
+    """``size`` in bytes, KiB, MiB, GiB, TiB or PiB with one decimal.
+
+    >>> format_bytes(1000), format_bytes(6656), format_bytes(32 * 10**12)
+    ('1000 bytes', '6.5 KiB', '29.1 TiB')
+    """
+    if size < 1024:
+        return f"{size} bytes"
+    value, units = size / 1024, ["KiB", "MiB", "GiB", "TiB", "PiB"]
+    while value >= 1024 and len(units) > 1:
+        value, units = value / 1024, units[1:]
+    return f"{value:.1f} {units[0]}"
 
 
 class Output:
@@ -82,6 +97,27 @@ class Output:
             raise FileNotFoundError(self._error(f"no such folder {folder}"))
         if not os.access(existing, os.W_OK | os.X_OK):
             raise PermissionError(self._error(f"the folder {existing} is not writable"))
+
+    def check_space(self, size: int, what: str, *, at_least: bool = False) -> None:
+        """Raise ``OSError`` (one line) if the file system of the folder has less than ``size``
+        bytes free: ``what`` (e.g. ``"the table (10 rows x 8 float32)"``) is named with its size,
+        before anything is written. ``at_least``: ``size`` is a lower bound (text formats).
+
+        The temporary file is complete before an existing file is replaced, so the space of an
+        existing file does not count as free.
+        """
+        existing = self.path.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        free = shutil.disk_usage(existing).free
+        if size > free:
+            need = ("at least " if at_least else "") + format_bytes(size)
+            raise OSError(
+                self._error(
+                    f"{what} would take {need}, and the file system of {existing} has "
+                    f"{format_bytes(free)} free"
+                ),
+            )
 
     @contextmanager
     def writing(self) -> Iterator[Path]:

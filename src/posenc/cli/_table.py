@@ -10,7 +10,9 @@ Tables are produced in blocks of rows, so memory stays bounded whatever the leng
 
 With ``--out FILE`` the table goes to a hidden temporary file in the same folder, renamed to
 FILE only when complete: an interrupted run or a full disk leaves no partial FILE, and an
-existing FILE (replaced only with ``--force``) stays untouched until then.
+existing FILE (replaced only with ``--force``) stays untouched until then. A table larger than
+the free space of that folder is refused before anything is written, with its size (exact for
+``.npy``, a lower bound for text).
 
 A progress bar is drawn on stderr for tables of more than one block (``--quiet`` hides it).
 """
@@ -18,6 +20,7 @@ A progress bar is drawn on stderr for tables of more than one block (``--quiet``
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -90,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     output = None if args.out is None else Output(args.out, force=args.force)
     if output is not None:
         output.check()
+        what = f"the table ({spec.rows} rows x {d_model} {dtype.name})"
+        output.check_space(_file_bytes(fmt, spec), what, at_least=fmt != "npy")
 
     enabled = not args.quiet and spec.blocks > 1
     with Progress(spec.rows, unit="rows", enabled=enabled) as progress:
@@ -147,6 +152,25 @@ class _Spec:
             progress.update(start + pos.shape[0])
 
 
+def _npy_header(spec: _Spec) -> dict[str, Any]:
+    return {
+        "descr": np.lib.format.dtype_to_descr(spec.dtype),
+        "fortran_order": False,
+        "shape": (spec.rows, spec.d_model),
+    }
+
+
+def _file_bytes(fmt: str, spec: _Spec) -> int:
+    """The size of the file: exact for ``.npy``, a lower bound for the text formats (each value
+    takes at least its fixed width in text, one digit in CSV and JSON, and one separator)."""
+    if fmt == "npy":
+        header = io.BytesIO()
+        np.lib.format.write_array_header_2_0(header, _npy_header(spec))
+        return len(header.getvalue()) + spec.rows * spec.d_model * spec.dtype.itemsize
+    per_value = _DECIMALS[spec.dtype.name] + 4 if fmt == "text" else 2
+    return spec.rows * spec.d_model * per_value
+
+
 def _write_file(path: Path, fmt: str, spec: _Spec, progress: Progress) -> None:
     """Write the table to the (temporary) file ``path`` in format ``fmt``."""
     if fmt == "npy":
@@ -163,12 +187,7 @@ def _write_npy(f: BinaryIO, spec: _Spec, progress: Progress) -> None:
     Sequential writes (never a memory map over space the file system has not allocated yet) make
     a full disk an ``OSError`` from ``write``, not a signal.
     """
-    header = {
-        "descr": np.lib.format.dtype_to_descr(spec.dtype),
-        "fortran_order": False,
-        "shape": (spec.rows, spec.d_model),
-    }
-    np.lib.format.write_array_header_2_0(f, header)
+    np.lib.format.write_array_header_2_0(f, _npy_header(spec))
     end = f.tell() + spec.rows * spec.d_model * spec.dtype.itemsize
     for _, block in spec.blocks_of(progress):
         f.write(block.data)

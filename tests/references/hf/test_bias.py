@@ -15,6 +15,7 @@ from tests.references import require
 
 torch = pytest.importorskip("torch")
 import posenc.torch as pt  # noqa: E402
+from posenc.torch.hf import RelativeSinusoidPositions  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -181,3 +182,37 @@ def test_speech_relative_tables_equal_the_exact_table_within_their_float32_error
     for table in tables:
         assert table.shape == exact.shape
         assert (table.double() - exact).abs().max() <= bound
+
+
+@pytest.mark.parametrize(("length", "cached_frames"), [(1, 0), (5, 0), (5, 7), (300, 40)])
+def test_seamless_and_nemotron_streaming_tables_are_the_table_of_their_key_length(
+    length: int, cached_frames: int
+) -> None:
+    """``RelativeSinusoidPositions(d).table(L)``, L = the chunk plus its cached frames, is the
+    table of SeamlessM4T's speech encoder and of Nemotron ASR streaming, within the error of
+    their float32 angles (docs/attention-biases.md)."""
+    seamless = _module("transformers.models.seamless_m4t.modeling_seamless_m4t")
+    nemotron = _module("transformers.models.nemotron_asr_streaming.modeling_nemotron_asr_streaming")
+    transformers = require("transformers")
+    hidden, keys = 32, length + cached_frames
+    ours = RelativeSinusoidPositions(hidden).table(keys, dtype=torch.float64)
+    exact = torch.from_numpy(posenc.relative_sinusoid_table(keys, hidden, dtype=np.float64))
+    assert (ours - exact).abs().max() <= 1e-15  # float64: posenc's table itself
+    streaming = nemotron.NemotronAsrStreamingEncoderRelPositionalEncoding(
+        transformers.NemotronAsrStreamingEncoderConfig(hidden_size=hidden)
+    )(torch.zeros(2, length, hidden), cached_frames=cached_frames)
+    assert streaming.shape == (2, 2 * keys - 1, hidden)
+    tables = [streaming[1]]
+    if not cached_frames:
+        config = transformers.SeamlessM4TConfig(hidden_size=hidden, max_source_positions=400)
+        tables.append(
+            seamless.SeamlessM4TConformerRelPositionalEmbedding(config)(
+                torch.zeros(1, length, hidden)
+            )[0]
+        )
+    bound = 4 * keys * 2.0**-24 + 2.0**-24  # their float32 angle p·ω: half an ulp of p
+    float32 = RelativeSinusoidPositions(hidden).table(keys)
+    for table in tables:
+        assert table.shape == exact.shape
+        assert (table.double() - exact).abs().max() <= bound
+        assert (float32.double() - exact).abs().max() <= 2.0**-24  # rounded once

@@ -146,8 +146,10 @@ def test_an_unsupported_transformers_is_refused_with_both_versions(monkeypatch, 
     # building a model may put another module object under sys.modules["transformers"]
     monkeypatch.setattr(sys.modules["transformers"], "__version__", version)
     message = f"transformers {version} is installed; posenc.torch.hf supports transformers"
-    with pytest.raises(RuntimeError, match=re.escape(message) + r" >=5\.23,<6"):
+    with pytest.raises(RuntimeError, match=re.escape(message) + r" >=5\.23,<6") as raised:
         swap_positions(model)
+    assert "pip install 'transformers>=5.23,<6'" in str(raised.value)  # a command that works
+    assert "posenc[" not in str(raised.value)  # posenc is installed from a clone
     assert not isinstance(model.model.rotary_emb, LlamaRotary)  # nothing replaced
     assert model.state_dict().keys() == before.keys()
 

@@ -35,6 +35,6 @@ def check_transformers(model: nn.Module) -> None:
     if release is None or not _LOWEST <= release < _BEYOND:
         raise RuntimeError(
             f"transformers {version} is installed; posenc.torch.hf supports transformers "
-            f"{SUPPORTED} (the 'hf' extra: pip install 'posenc[hf]'); transformers 4.x is "
-            "not supported"
+            f"{SUPPORTED} (pip install 'transformers{SUPPORTED}', or, from a clone of posenc, "
+            "pip install '.[hf]'); transformers 4.x is not supported"
         )
