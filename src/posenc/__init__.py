@@ -19,8 +19,10 @@ from ._bias.distance import KerpleKind, fire_distance, kerple_bias, sandwich_bia
 from ._bias.positions import relative_positions
 from ._bias.relative import relative_sinusoid_table
 from ._bias.relative_terms import (
+    RelativeSign,
     deberta_relative_positions,
     disentangled_index,
+    relative_key_index,
     relative_shift_index,
 )
 from ._bias.xpos import xpos_scales
@@ -69,6 +71,7 @@ __all__ = [
     "MultiAxisFrequencies",
     "MultimodalPositions",
     "PairLayout",
+    "RelativeSign",
     "RopeLayer",
     "RopePlan",
     "RopeScaling",
@@ -92,6 +95,7 @@ __all__ = [
     "positions_from_mask",
     "positions_from_segments",
     "positions_from_tokens",
+    "relative_key_index",
     "relative_positions",
     "relative_shift_index",
     "relative_sinusoid_table",

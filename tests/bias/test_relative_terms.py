@@ -130,3 +130,81 @@ def test_disentangled_index_of_one_relative_position_is_a_0d_array() -> None:
     assert got.shape == ()
     assert got.dtype == np.int64
     assert int(got) == 1
+
+
+# -- relative keys: the clipped relative-distance index ----------------------------------------
+
+
+def _index_by_hand(
+    queries: list[int], keys: list[int], left: int, right: int, sign: str, folded: bool,
+    offset: int | None,
+) -> list[list[int]]:  # fmt: skip
+    rows = []
+    for i in queries:
+        row = []
+        for j in keys:
+            delta = j - i if sign == "key - query" else i - j
+            clipped = min(max(delta, -left), right)
+            row.append(abs(clipped) if folded else clipped + (left if offset is None else offset))
+        rows.append(row)
+    return rows
+
+
+@given(
+    queries=st.lists(st.integers(-(2**53), 2**53), min_size=1, max_size=6),
+    keys=st.lists(st.integers(-(2**53), 2**53), min_size=1, max_size=6),
+    left=st.integers(0, 2**53),
+    right=st.integers(0, 2**53),
+    sign=st.sampled_from(["key - query", "query - key"]),
+    folded=st.booleans(),
+    extra=st.one_of(st.none(), st.integers(0, 2**20)),
+)
+def test_relative_key_index_is_the_clipped_distance_by_hand(
+    queries: list[int], keys: list[int], left: int, right: int, sign: str, folded: bool,
+    extra: int | None,
+) -> None:  # fmt: skip
+    offset = None if folded or extra is None else min(left + extra, 2**53)
+    got = posenc.relative_key_index(
+        queries,
+        keys,
+        left=left,
+        right=right,
+        sign=sign,
+        folded=folded,
+        offset=offset,  # type: ignore[arg-type]
+    )
+    assert got.dtype == np.int64
+    assert got.tolist() == _index_by_hand(queries, keys, left, right, sign, folded, offset)
+
+
+def test_relative_key_index_of_lengths_counts_from_zero() -> None:
+    np.testing.assert_array_equal(
+        posenc.relative_key_index(3, 2, left=1, right=0), [[1, 1], [0, 1], [0, 0]]
+    )
+    assert posenc.relative_key_index(0, 4, left=1, right=1).shape == (0, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"left": -1, "right": 1}, ValueError, "left must be an integer >= 0, got -1"),
+        ({"left": 1, "right": 1.0}, TypeError, "right must be an integer >= 0"),
+        ({"left": 2**53 + 1, "right": 1}, ValueError, "left must be at most 2\\*\\*53"),
+        ({"left": 1, "right": 1, "sign": "i - j"}, ValueError, "sign must be one of"),
+        ({"left": 1, "right": 1, "folded": 1}, TypeError, "folded must be True or False"),
+        ({"left": 3, "right": 1, "offset": 2}, ValueError, "offset must be an integer >= 3"),
+        ({"left": 1, "right": 1, "folded": True, "offset": 1}, ValueError, "offset applies"),
+    ],
+)
+def test_relative_key_index_refuses_bad_settings_by_name(
+    kwargs: dict[str, object], error: type, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        posenc.relative_key_index(2, 2, **kwargs)  # type: ignore[arg-type]
+
+
+def test_relative_key_index_refuses_positions_by_name() -> None:
+    with pytest.raises(ValueError, match="query_positions"):
+        posenc.relative_key_index([2**60], 2, left=1, right=1)
+    with pytest.raises(TypeError, match="key_positions"):
+        posenc.relative_key_index(2, [0.5], left=1, right=1)

@@ -50,6 +50,7 @@ NOT_FUZZED = {
         "AlibiForm": _TYPE,
         "BucketConvention": _TYPE,
         "KerpleKind": _TYPE,
+        "RelativeSign": _TYPE,
         "MultiAxisFrequencies": _RESULT,
         "MultimodalPositions": _RESULT,
         "RopeLayer": _RESULT,

@@ -99,6 +99,11 @@ CASES = [
         ("query_positions", "key_positions"),
     ),
     case("relative_shift_index", lambda: posenc.relative_shift_index(10**7), ("query_length",)),
+    case(
+        "relative_key_index",
+        lambda: posenc.relative_key_index(10**7, 10**7, left=4, right=4),
+        ("query_positions", "key_positions"),
+    ),
     case("disentangled_index", lambda: posenc.disentangled_index([0], 2**62), ("att_span",)),
     case(
         "bias_profile",
@@ -134,6 +139,12 @@ CASES = [
         torch=True,
     ),
     case("torch-timestep", lambda: _pt().TimestepEmbedding(2**40), ("dim",), torch=True),
+    case(
+        "torch-relative_key_index",
+        lambda: _pt().relative_key_index(10**7, 10**7, left=4, right=4),
+        ("query_positions", "key_positions"),
+        torch=True,
+    ),
     case(
         "SinusoidalPositionalEncoding",
         lambda: _pt().SinusoidalPositionalEncoding(8, max_len=10**13),

@@ -26,6 +26,7 @@ from .values import (
     bias_meaning,
     count,
     distance_setting,
+    flag,
     name,
     plain,
 )
@@ -119,6 +120,53 @@ def test_relative_shift_index(data: st.DataObject) -> None:
         np.testing.assert_array_equal(expect_array(out, want.shape, np.int64), want)
 
     run(a.call("posenc.relative_shift_index", posenc.relative_shift_index, check))
+
+
+def draw_relative_key(a: Args) -> tuple[Any, Any, Any, Any, Any]:
+    """``left``, ``right``, ``sign``, ``folded`` and ``offset`` of a relative-key index; an
+    offset below ``left`` or beside ``folded=True`` is refused, so it is doubtful."""
+    left = a.draw("left", distance_setting(0, 16))
+    right = a.draw("right", distance_setting(0, 16))
+    sign = a.draw("sign", name(("key - query", "query - key")), optional=True)
+    folded = a.draw("folded", flag(), optional=True)
+    offset = a.draw("offset", distance_setting(0, 40, none=True), optional=True)
+    if offset is not None and a.kinds.get("offset") == "valid":
+        folds = a.kinds.get("folded") == "valid" and bool(folded)
+        below = a.kinds.get("left") == "valid" and int(offset) < int(left)
+        if folds or below:
+            a.kinds["offset"] = DOUBTFUL
+    return left, right, sign, folded, offset
+
+
+def relative_key_map(query: Any, key: Any, settings: tuple[Any, ...]) -> np.ndarray:
+    """The rows by the definition, on the exact positions (Python integers)."""
+    left, right, sign, folded, offset = settings
+    rel = bias_meaning(key)[None, :] - bias_meaning(query)[:, None]
+    if sign == "query - key":
+        rel = -rel
+    clipped = np.clip(rel, -int(left), int(right))
+    if folded is not None and bool(folded):
+        return np.abs(clipped)
+    return clipped + (int(left) if offset is None else int(offset))
+
+
+@each_frontend
+@fuzz()
+@given(st.data())
+def test_relative_key_index(frontend: Frontend, data: st.DataObject) -> None:
+    a = Args(data)
+    query = a.draw("query_positions", frontend.bias_positions())
+    key = a.draw("key_positions", frontend.bias_positions())
+    settings = draw_relative_key(a)
+    frontend.draw_device(a)
+
+    def check(out: Any) -> None:
+        want = relative_key_map(query, key, settings)
+        got = frontend.expect(out, want.shape, frontend.dtype("int64"))
+        np.testing.assert_array_equal(got, want)
+
+    fn = frontend.api.relative_key_index
+    run(a.call(frontend.label("relative_key_index"), fn, check))
 
 
 # -- PyTorch only ------------------------------------------------------------------------------
@@ -281,3 +329,57 @@ def test_relative_position_scores(data: st.DataObject) -> None:
         assert np.all(np.abs(got - want) <= _bound(dtype, d + 1, size)), (got, want)
 
     run(a.call("posenc.torch.relative_position_scores", pt.relative_position_scores, check))
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_key_scores(data: st.DataObject) -> None:
+    a = Args(data)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16), label="seed"))
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
+    lead = data.draw(st.sampled_from([(), (1,), (3,), (2, 2)]), label="lead")
+    q, k = data.draw(st.integers(0, 6), label="q"), data.draw(st.integers(1, 6), label="k")
+    d, rows = data.draw(st.integers(1, 5), label="d"), data.draw(st.integers(1, 7), label="rows")
+    query = a.set("query", _random(gen, (*lead, q, d), dtype))
+    table = _layer_or_hostile(a, "table", _random(gen, (rows, d), dtype))
+    if a.kinds["table"] == HOSTILE and isinstance(table, torch.Tensor) and table.dtype == dtype:
+        a.kinds["table"] = DOUBTFUL  # one row fewer may still hold every row read
+    valid_index = torch.randint(0, rows, (q, k), generator=gen)
+    index = a.draw(
+        "index",
+        choose(
+            st.just(valid_index),
+            st.sampled_from(
+                [valid_index + rows, valid_index - rows - 1, valid_index.double(),
+                 torch.zeros(q + 1, k, dtype=torch.long), valid_index.tolist(), "x"]
+            ),
+        ),
+    )  # fmt: skip
+    key = a.draw(
+        "key",
+        choose(
+            st.just(_random(gen, (*lead, k, d), dtype)),
+            st.sampled_from(
+                [torch.zeros(*lead, k + 1, d, dtype=dtype), torch.zeros(k, d, dtype=torch.float16),
+                 [[1.0]]]
+            ),
+        ),
+        optional=True,
+    )  # fmt: skip
+    if q == 0 and a.kinds["index"] == HOSTILE and isinstance(index, torch.Tensor):
+        a.kinds["index"] = DOUBTFUL  # an empty index reads no row
+
+    def check(out: torch.Tensor) -> None:
+        rows_read = table.double().numpy()[index.numpy()]  # type: ignore[union-attr]
+        qn = query.double().numpy()
+        want = np.einsum("...id,ijd->...ij", qn, rows_read)
+        size = np.einsum("...id,ijd->...ij", np.abs(qn), np.abs(rows_read))
+        if key is not None:
+            kn = key.double().numpy()
+            want = want + np.einsum("...jd,ijd->...ij", kn, rows_read)
+            size = size + np.einsum("...jd,ijd->...ij", np.abs(kn), np.abs(rows_read))
+        got = expect_tensor(out, want.shape, dtype)
+        assert np.all(np.abs(got - want) <= _bound(dtype, 2 * d, size)), (got, want)
+
+    run(a.call("posenc.torch.relative_key_scores", pt.relative_key_scores, check))

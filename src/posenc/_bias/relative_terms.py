@@ -15,6 +15,14 @@ key_j``, optionally log-bucketed (:func:`posenc.deberta_buckets`); the relative 
   ``clamp(−δ(j, i) + span)`` on the transposed map; ``δ`` is odd (buckets included), so it is
   the same row.
 
+**Relative keys** (Shaw et al. 2018: BERT's ``relative_key`` / ``relative_key_query``,
+Wav2Vec2-BERT, SeamlessM4T-v2, SpeechT5, Granite Speech, Phi-4-multimodal's audio encoder): a
+learned table of clipped distances. The pair reads row ``clip(δ, −left, right) + offset``
+(``offset`` = ``left`` by default), or ``|clip(δ, −left, right)|`` folded; ``δ`` is
+**key − query** or **query − key**, as each model writes it (:func:`relative_key_index`).
+The score gains ``q_i · E[row(i, j)]`` (``relative_key``), and ``k_j · E[row(i, j)]`` besides
+(``relative_key_query``): ``posenc.torch.relative_key_scores``.
+
 **Conformer, Transformer-XL, XLNet** (``(q + v)·R`` with the relative shift): the query
 (plus ``v``) is multiplied with *every* row of the projected table, and the "relative shift"
 (pad one column, reshape, drop a row) moves row ``q − 1 − i + j`` of query ``i``'s products to
@@ -28,25 +36,37 @@ array([[1, 0, 0],
 >>> relative_shift_index(2, 3)
 array([[1, 2, 3],
        [0, 1, 2]])
+>>> relative_key_index(3, 3, left=1, right=1)
+array([[1, 2, 2],
+       [0, 1, 2],
+       [0, 0, 1]])
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import _show, check_int
+from .._checks import MAX_EXACT_POSITION, _show, check_int
 from .buckets import BucketConvention, _relative, deberta_buckets
 from .positions import check_count, check_pairs, relative_positions
 
 __all__ = [
+    "RELATIVE_SIGNS",
+    "RelativeSign",
     "check_bucketing",
+    "check_relative_key",
     "deberta_relative_positions",
     "disentangled_index",
+    "relative_key_index",
     "relative_shift_index",
 ]
+
+#: Which difference a relative-key index is taken of (each model writes one of them).
+RelativeSign = Literal["key - query", "query - key"]
+RELATIVE_SIGNS: tuple[RelativeSign, ...] = ("key - query", "query - key")
 
 
 def check_bucketing(bucket_size: Any, max_position: Any) -> bool:
@@ -192,3 +212,89 @@ def relative_shift_index(
     padded = np.pad(labels, ((0, 0), (1, 0)), constant_values=-1)
     shifted = padded.reshape(size + 1, q)[1:].reshape(q, size)[:, :k]
     return np.ascontiguousarray(shifted)
+
+
+def check_relative_key(
+    left: Any, right: Any, sign: Any, folded: Any, offset: Any
+) -> tuple[int, int, int, int]:
+    """The settings of :func:`relative_key_index`, checked: ``(left, right, offset, rows)``,
+    ``rows`` the rows of the table the index reads (``offset`` is 0 when folded). Checks of
+    Python values only: ``torch.compile`` traces it."""
+    low = check_int("left", left, minimum=0)
+    high = check_int("right", right, minimum=0)
+    for name, value in (("left", low), ("right", high)):
+        if value > MAX_EXACT_POSITION:
+            raise ValueError(f"{name} must be at most 2**53 (a distance), got {_show(value)}")
+    if sign not in RELATIVE_SIGNS:
+        raise ValueError(f"sign must be one of {RELATIVE_SIGNS}, got {sign!r}")
+    if not isinstance(folded, bool | np.bool_):
+        raise TypeError(f"folded must be True or False, got {type(folded).__name__}")
+    if bool(folded):
+        if offset is not None:
+            raise ValueError(
+                "offset applies to the unfolded index (clip + offset); a folded index is "
+                f"|clip| itself, got offset={_show(offset)}"
+            )
+        return low, high, 0, max(low, high) + 1
+    base = low if offset is None else check_int("offset", offset, minimum=low)
+    if base > MAX_EXACT_POSITION:
+        raise ValueError(f"offset must be at most 2**53, got {_show(base)}")
+    return low, high, base, base + high + 1
+
+
+def relative_key_index(
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    left: int,
+    right: int,
+    sign: RelativeSign = "key - query",
+    folded: bool = False,
+    offset: int | None = None,
+) -> npt.NDArray[np.int64]:
+    """The row of a clipped relative-distance table (relative keys) that each pair reads.
+
+    ``δ`` is ``key − query`` (or ``query − key``), clipped to ``[−left, right]``; the row is
+    ``clip(δ) + offset``, or ``|clip(δ)|`` with ``folded``. The calls of the models (``L``
+    positions, their config's names):
+
+    - Wav2Vec2-BERT and SeamlessM4T-v2, ``position_embeddings_type="relative_key"``:
+      ``left=left_max_position_embeddings, right=right_max_position_embeddings``;
+    - SpeechT5's encoder (``encoder_max_relative_position`` ``m``):
+      ``left=m, right=m − 1, sign="query - key"``;
+    - Phi-4-multimodal's audio encoder (``bias_max_distance`` ``m``): ``left=m, right=m − 1``,
+      and ``folded=True`` with ``bias_symmetric`` (whose ``m``-row table is one row short
+      when a key lies ``m`` or more positions before its query: row ``m`` is read);
+    - Granite Speech (``context_size`` ``c`` within each block, ``max_pos_emb`` ``M``):
+      ``left=c, right=c, sign="query - key", offset=M``;
+    - BERT-family ``relative_key`` / ``relative_key_query`` (transformers 4.x,
+      ``max_position_embeddings`` ``M``): ``left=M − 1, right=M − 1, sign="query - key"``.
+
+    Args:
+        query_positions: an int ``q`` (positions ``0 .. q-1``) or 1-D integer positions.
+        key_positions: the same for the keys.
+        left: the farthest distance kept below zero, an int >= 0.
+        right: the farthest kept above zero, an int >= 0.
+        sign: ``"key - query"`` (default) or ``"query - key"``.
+        folded: the row is ``|clip(δ)|`` (one row per distance, either side).
+        offset: added to ``clip(δ)``, an int >= ``left``; default ``left`` (row 0 is ``−left``).
+
+    Returns:
+        int64 ``(q, k)`` rows, in ``[0, offset + right]`` (folded: ``[0, max(left, right)]``).
+
+    >>> relative_key_index(2, 4, left=1, right=2, sign="query - key")
+    array([[1, 0, 0, 0],
+           [2, 1, 0, 0]])
+    >>> relative_key_index([5], [0, 3, 5, 9], left=2, right=2, folded=True)
+    array([[2, 2, 0, 2]])
+    """
+    low, high, base, _ = check_relative_key(left, right, sign, folded, offset)
+    rows = relative_positions(query_positions, key_positions)  # the one (q, k) array
+    if sign == "query - key":
+        np.negative(rows, out=rows)
+    np.clip(rows, -low, high, out=rows)
+    if folded:
+        np.abs(rows, out=rows)
+    else:
+        rows += base
+    return rows

@@ -49,6 +49,8 @@ from ._bias.modules import FireBias, KerpleBias, T5RelativeBias
 from ._bias.relative_terms import (
     deberta_relative_positions,
     disentangled_scores,
+    relative_key_index,
+    relative_key_scores,
     relative_position_scores,
     relative_shift,
 )
@@ -85,6 +87,8 @@ __all__ = [
     "kerple_score_mod",
     "multi_axis_cos_sin",
     "multimodal_positions",
+    "relative_key_index",
+    "relative_key_scores",
     "relative_position_scores",
     "relative_score_mod",
     "relative_shift",

@@ -33,6 +33,8 @@ from .dense import deberta_buckets, position_tensor, transformers_deberta_bucket
 __all__ = [
     "deberta_relative_positions",
     "disentangled_scores",
+    "relative_key_index",
+    "relative_key_scores",
     "relative_position_scores",
     "relative_shift",
 ]
@@ -61,6 +63,25 @@ def deberta_relative_positions(
     bucketed = core.check_bucketing(bucket_size, max_position)  # every setting, before work
     if convention not in ("exact", "transformers"):
         raise ValueError(f"convention must be 'exact' or 'transformers', got {convention!r}")
+    query, key = _position_pair(query_positions, key_positions, device)
+    rel = query[:, None] - key[None, :]
+    if not bucketed:
+        return rel
+    if convention == "transformers":  # no host work: traces with torch.compile
+        return transformers_deberta_buckets(rel, int(bucket_size), int(max_position))  # type: ignore[arg-type]
+    return deberta_buckets(
+        rel,
+        bucket_size=bucket_size,  # type: ignore[arg-type]
+        max_position=max_position,  # type: ignore[arg-type]
+        convention=convention,
+    )
+
+
+def _position_pair(
+    query_positions: Any, key_positions: Any, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key positions as 1-D int64 tensors on one device: ``device``, else that of
+    a tensor given (tensors stay where they are), checked so that the ``(q, k)`` map fits."""
     where = as_device(device)
     if where is not None:  # positions move to the device asked for
         query_positions, key_positions = (
@@ -74,17 +95,114 @@ def deberta_relative_positions(
     if not torch.compiler.is_compiling():  # before the (q, k) map
         shape = (int(query.shape[0]), int(key.shape[0]))
         check_pairs("query_positions and key_positions", shape, copies=2)
-    rel = query[:, None] - key[None, :]
-    if not bucketed:
-        return rel
-    if convention == "transformers":  # no host work: traces with torch.compile
-        return transformers_deberta_buckets(rel, int(bucket_size), int(max_position))  # type: ignore[arg-type]
-    return deberta_buckets(
-        rel,
-        bucket_size=bucket_size,  # type: ignore[arg-type]
-        max_position=max_position,  # type: ignore[arg-type]
-        convention=convention,
-    )
+    return query, key
+
+
+def relative_key_index(
+    query_positions: Any,
+    key_positions: Any,
+    *,
+    left: int,
+    right: int,
+    sign: core.RelativeSign = "key - query",
+    folded: bool = False,
+    offset: int | None = None,
+    device: Any = None,
+) -> torch.Tensor:
+    """:func:`posenc.relative_key_index` as an int64 ``(q, k)`` tensor (the table row each
+    pair reads), built on the device with no host work: it traces with ``torch.compile``.
+
+    >>> relative_key_index(2, 3, left=1, right=1)
+    tensor([[1, 2, 2],
+            [0, 1, 2]])
+    """
+    low, high, base, _ = core.check_relative_key(left, right, sign, folded, offset)
+    query, key = _position_pair(query_positions, key_positions, device)
+    rel = key[None, :] - query[:, None]
+    if sign == "query - key":
+        rel = -rel
+    clipped = rel.clamp(-low, high)
+    return clipped.abs() if folded else clipped + base
+
+
+def relative_key_scores(
+    query: torch.Tensor,
+    table: torch.Tensor,
+    index: torch.Tensor,
+    *,
+    key: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The relative-key score terms (Shaw et al.): ``(..., q, k)``, unscaled.
+
+    ``out[..., i, j] = query[..., i, :] · table[index[i, j]]``, the ``relative_key`` term
+    (Wav2Vec2-BERT's and SeamlessM4T-v2's ``position_bias`` before their ``1/√head_dim``,
+    BERT's ``relative_position_scores``); with ``key``, plus ``key[..., j, :] ·
+    table[index[i, j]]`` (BERT's ``relative_key_query``). Computed as the products of every
+    query with every row, then gathered, in the input's dtype.
+
+    Args:
+        query: ``(..., q, head_dim)`` floating point.
+        table: ``(rows, head_dim)``, the learned table (``distance_embedding.weight``), the
+            query's dtype.
+        index: ``(q, k)`` integer rows (:func:`relative_key_index`), on the query's device.
+        key: ``(..., k, head_dim)``, leading dimensions broadcasting to the query's, or None.
+
+    Returns:
+        ``(..., q, k)`` in the query's dtype. A row outside the table is refused for CPU
+        tensors (``ValueError``); elsewhere its scores are NaN (no device synchronisation).
+
+    >>> index = relative_key_index(2, 2, left=1, right=1)
+    >>> relative_key_scores(torch.ones(1, 2, 2), torch.arange(6.0).view(3, 2), index)
+    tensor([[[5., 9.],
+             [1., 5.]]])
+    """
+    q_layer = _float_tensor("query", query, 2)
+    rows_table = _float_tensor("table", table, 2)
+    _same_dtype("table", rows_table, q_layer, "query")
+    if rows_table.ndim != 2 or rows_table.shape[-1] != q_layer.shape[-1]:
+        raise ValueError(
+            f"table must be (rows, head_dim) with the query's head_dim {q_layer.shape[-1]}, "
+            f"got shape {tuple(rows_table.shape)}"
+        )
+    if not isinstance(index, torch.Tensor):
+        raise TypeError(f"index must be an integer torch.Tensor (q, k), got {type(index).__name__}")
+    if index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool:
+        raise TypeError(f"index must hold integers, got dtype {index.dtype}")
+    q, rows = q_layer.shape[-2], rows_table.shape[0]
+    if index.ndim != 2 or index.shape[0] != q:
+        raise ValueError(
+            f"index must be (q, k) with the query's q = {q}, got shape {tuple(index.shape)}"
+        )
+    k = index.shape[1]
+    lead = tuple(q_layer.shape[:-2])
+    key_layer = None
+    if key is not None:
+        key_layer = _float_tensor("key", key, 2)
+        _same_dtype("key", key_layer, q_layer, "query")
+        _leading("key", key_layer, lead, "query")
+        if key_layer.shape[-2:] != (k, q_layer.shape[-1]):
+            raise ValueError(
+                f"key must be (..., k, head_dim) = (..., {k}, {q_layer.shape[-1]}) with the "
+                f"index's k, got shape {tuple(key_layer.shape)}"
+            )
+    if index.device.type == "cpu" and index.numel() and not torch.compiler.is_compiling():
+        low, high = int(index.min()), int(index.max())  # no sync on the CPU
+        if low < 0 or high >= rows:
+            raise ValueError(
+                f"index reads rows {low} .. {high}, but table has {rows} rows (0 .. {rows - 1})"
+            )
+    rows_index = index.to(torch.int64)
+    valid = (rows_index >= 0) & (rows_index < rows)
+    safe = rows_index.clamp(0, max(rows - 1, 0))
+    products = q_layer @ rows_table.T  # (..., q, rows)
+    scores = products.gather(-1, safe.expand(*products.shape[:-2], q, k))
+    if key_layer is not None:
+        key_products = key_layer @ rows_table.T  # (..., k, rows)
+        from_keys = key_products.gather(-1, safe.T.expand(*key_products.shape[:-2], k, q))
+        scores = scores + from_keys.transpose(-1, -2)
+    nan = torch.full((), float("nan"), dtype=scores.dtype, device=scores.device)
+    result: torch.Tensor = torch.where(valid, scores, nan)
+    return result
 
 
 def _float_tensor(name: str, value: Any, ndim: int) -> torch.Tensor:

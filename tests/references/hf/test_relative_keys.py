@@ -1,0 +1,139 @@
+"""Relative keys (clipped relative-distance tables) against the speech models of
+transformers 5: the index each model builds, and the ``relative_key`` score term of
+Wav2Vec2-BERT and SeamlessM4T-v2 (``position_bias``), captured from their attention."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.references import require
+
+torch = pytest.importorskip("torch")
+import posenc.torch as pt  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+HIDDEN, HEADS = 16, 2
+
+
+@contextlib.contextmanager
+def _captured_position_bias(modeling: Any) -> Iterator[list[torch.Tensor]]:
+    """Record the ``position_bias`` each eager attention call of ``modeling`` receives."""
+    seen: list[torch.Tensor] = []
+    original = modeling.eager_attention_forward
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["position_bias"])
+        return original(*args, **kwargs)
+
+    modeling.eager_attention_forward = recording
+    try:
+        yield seen
+    finally:
+        modeling.eager_attention_forward = original
+
+
+def _speech_attention(family: str, left: int, right: int) -> tuple[Any, Any]:
+    """A relative_key self-attention of Wav2Vec2-BERT or SeamlessM4T-v2, and its module."""
+    transformers = require("transformers")
+    if family == "wav2vec2_bert":
+        modeling = require("transformers.models.wav2vec2_bert.modeling_wav2vec2_bert")
+        config = transformers.Wav2Vec2BertConfig(
+            hidden_size=HIDDEN, num_attention_heads=HEADS, position_embeddings_type="relative_key",
+            left_max_position_embeddings=left, right_max_position_embeddings=right,
+        )  # fmt: skip
+        attention = modeling.Wav2Vec2BertSelfAttention(config)
+    else:
+        modeling = require("transformers.models.seamless_m4t_v2.modeling_seamless_m4t_v2")
+        config = transformers.SeamlessM4Tv2Config(
+            hidden_size=HIDDEN, speech_encoder_attention_heads=HEADS,
+            position_embeddings_type="relative_key", left_max_position_embeddings=left,
+            right_max_position_embeddings=right,
+        )  # fmt: skip
+        attention = modeling.SeamlessM4Tv2ConformerSelfAttention(config)
+    attention.config._attn_implementation = "eager"
+    return modeling, attention.eval()
+
+
+def _query(attention: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """The attention's query heads ``(b, heads, L, head_dim)``."""
+    b, length, _ = hidden.shape
+    return attention.linear_q(hidden).view(b, length, HEADS, -1).transpose(1, 2)
+
+
+@pytest.mark.parametrize("family", ["wav2vec2_bert", "seamless_m4t_v2"])
+@pytest.mark.parametrize(("length", "left", "right"), [(1, 2, 2), (7, 2, 3), (12, 8, 4)])
+def test_relative_key_scores_are_the_speech_encoders_position_bias(
+    family: str, length: int, left: int, right: int
+) -> None:
+    """Equal to their ``position_bias`` in float64 (to rounding) and in float32 within the
+    error of a 8-term dot product."""
+    torch.manual_seed(0)
+    modeling, attention = _speech_attention(family, left, right)
+    index = pt.relative_key_index(length, length, left=left, right=right)
+    for dtype, tolerance in ((torch.float64, 1e-13), (torch.float32, 1e-5)):
+        attention = attention.to(dtype)
+        torch.nn.init.normal_(attention.distance_embedding.weight)
+        hidden = torch.randn(2, length, HIDDEN, dtype=dtype)
+        with torch.no_grad(), _captured_position_bias(modeling) as seen:
+            attention(hidden)
+            ours = (
+                pt.relative_key_scores(
+                    _query(attention, hidden), attention.distance_embedding.weight, index
+                )
+                * attention.head_size**-0.5
+            )
+        assert len(seen) == 1
+        assert ours.shape == seen[0].shape == (2, HEADS, length, length)
+        assert (ours - seen[0]).abs().max() <= tolerance
+
+
+@pytest.mark.parametrize("length", [1, 5, 9])
+def test_speecht5_reads_the_rows_of_the_query_minus_key_index(length: int) -> None:
+    modeling = require("transformers.models.speecht5.modeling_speecht5")
+    m = 3
+    encoding = modeling.SpeechT5RelativePositionalEncoding(4, max_length=m)
+    torch.nn.init.normal_(encoding.pe_k.weight)
+    with torch.no_grad():
+        theirs = encoding(torch.zeros(1, length, 4))
+    index = pt.relative_key_index(length, length, left=m, right=m - 1, sign="query - key")
+    assert torch.equal(theirs, encoding.pe_k.weight[index])
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("length", [1, 4, 9])
+def test_phi4_audio_bias_reads_the_rows_of_the_key_minus_query_index(
+    length: int, symmetric: bool
+) -> None:
+    transformers = require("transformers")
+    modeling = require("transformers.models.phi4_multimodal.modeling_phi4_multimodal")
+    m = 4
+    config = transformers.Phi4MultimodalAudioConfig(
+        num_attention_heads=HEADS, bias_max_distance=m, bias_symmetric=symmetric
+    )
+    bias = modeling.Phi4MultimodalAudioRelativeAttentionBias(config)
+    torch.nn.init.normal_(bias.bias_values.weight)
+    index = pt.relative_key_index(length, length, left=m, right=m - 1, folded=symmetric)
+    if symmetric and length > m:  # a key m before its query reads row m of an m-row table
+        assert int(index.max()) == m == bias.bias_values.weight.shape[0]
+        with pytest.raises(IndexError):
+            bias(torch.zeros(1, length, 4))
+        return
+    with torch.no_grad():
+        theirs = bias(torch.zeros(1, length, 4))
+    assert torch.equal(theirs, bias.bias_values.weight[index].permute(2, 0, 1)[None])
+
+
+def test_granite_speech_attention_distances_are_the_offset_query_minus_key_index() -> None:
+    transformers = require("transformers")
+    modeling = require("transformers.models.granite_speech.modeling_granite_speech")
+    config = transformers.GraniteSpeechEncoderConfig(
+        context_size=5, max_pos_emb=8, num_layers=1, hidden_dim=16, num_heads=2, dim_head=8
+    )
+    encoder = modeling.GraniteSpeechCTCEncoder(config)
+    index = pt.relative_key_index(5, 5, left=5, right=5, sign="query - key", offset=8)
+    assert torch.equal(encoder.attention_dists, index)
