@@ -334,6 +334,7 @@ def test_apply_rotary(frontend: Frontend, data: st.DataObject) -> None:
         a.kinds["rotary_dim"] = VALID  # None means "cos.shape[-1]"
     if rotary_dim == 2 * r and a.kinds.get("rotary_dim") == HOSTILE:
         a.kinds["rotary_dim"] = DOUBTFUL  # the tables may be read as one column per pair
+    inverse = a.draw("inverse", flag(), optional=True)
     mismatch = (pairs or "half") != layout
     if mismatch and a.kinds.get("pairs", VALID) == VALID:
         a.kinds["pairs"] = DOUBTFUL  # tables of the other layout: refuse, or rotate correctly
@@ -344,7 +345,8 @@ def test_apply_rotary(frontend: Frontend, data: st.DataObject) -> None:
         got = frontend.expect(out, tuple(x.shape), x.dtype)
         x64 = frontend.to_numpy(x)
         work = frontend.work_eps(x_name, table_name)
-        tables = (frontend.to_numpy(cos), frontend.to_numpy(sin))
+        sines = frontend.to_numpy(sin)
+        tables = (frontend.to_numpy(cos), -sines if inverse is not None and inverse else sines)
         check_rotation(x64, got, *tables, layout, x_name, work)
         rtol = 4 * float(ulp(table_name, 1.0)) + 4 * float(ulp(x_name, 1.0)) + 8 * work
         check_pair_norms(x64, got, layout, r, 1.0, rtol, x_name)

@@ -449,3 +449,27 @@ def test_errors_name_the_argument(call, error, message):
 def test_error_messages_list_the_allowed_rope_types():
     with pytest.raises(ValueError, match=re.escape("'linear', 'dynamic', 'yarn', 'llama3'")):
         rope_frequencies(8, scaling={"rope_type": "ntk"})
+
+
+@pytest.mark.parametrize("pairs", ["half", "interleaved"])
+@pytest.mark.parametrize(("dim", "rotary_dim"), [(8, None), (10, 6)])
+def test_the_inverse_rotation_turns_by_minus_theta_and_undoes_the_rotation(
+    pairs: str, dim: int, rotary_dim: int | None
+) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, dim))
+    r = rotary_dim or dim
+    cos, sin = rotary_cos_sin(np.arange(5) * 977, r, pairs=pairs, dtype=np.float64)  # type: ignore[arg-type]
+    back = apply_rotary(x, cos, sin, pairs=pairs, inverse=True)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(back, apply_rotary(x, cos, -sin, pairs=pairs))  # type: ignore[arg-type]
+    there = apply_rotary(x, cos, sin, pairs=pairs)  # type: ignore[arg-type]
+    np.testing.assert_allclose(apply_rotary(there, cos, sin, pairs=pairs, inverse=True), x,  # type: ignore[arg-type]
+                               atol=1e-15, rtol=0)  # fmt: skip
+    assert not np.allclose(back, there)  # a real turn, not the identity
+
+
+@pytest.mark.parametrize("inverse", [1, "True", None, np.array([True])])
+def test_inverse_must_be_a_bool(inverse: object) -> None:
+    cos, sin = rotary_cos_sin([0], 4)
+    with pytest.raises(TypeError, match="inverse must be True or False"):
+        apply_rotary(np.ones((1, 4)), cos, sin, inverse=inverse)  # type: ignore[arg-type]

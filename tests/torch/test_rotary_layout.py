@@ -134,3 +134,32 @@ def test_nan_tables_are_not_called_a_layout_mismatch():
     cos[1] = float("nan")
     out = apply_rotary(randn(2, 3, 8, seed=4), cos, sin)
     assert _nan_rows(out) == [False, True, False]
+
+
+@pytest.mark.parametrize("pairs", ["half", "interleaved"])
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_inverse_rotation_is_the_rotation_by_negated_sines(pairs, fast, dtype, monkeypatch):
+    """``inverse=True`` negates the sines (exact) and rotates: the core's inverse, rounded
+    once, on the fast path and on the formula; it undoes the rotation within rounding."""
+    if not fast:
+        monkeypatch.setattr(rotary, "_use_fast_path", lambda *args: False)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 12, dtype=torch.float64)
+    cos, sin = rotary_cos_sin(torch.arange(7) * 4099, 8, pairs=pairs)
+    got = apply_rotary(x.to(dtype), cos, sin, pairs=pairs, inverse=True)
+    assert torch.equal(got, apply_rotary(x.to(dtype), cos, -sin, pairs=pairs))
+    want = posenc.apply_rotary(x.to(dtype).double().numpy(), cos.double().numpy(),
+                               sin.double().numpy(), pairs=pairs, inverse=True)  # fmt: skip
+    tolerance = 2 * torch.finfo(dtype).eps * float(x.abs().max())
+    assert float((got.double() - torch.from_numpy(want)).abs().max()) <= tolerance
+    cos64, sin64 = rotary_cos_sin(torch.arange(7) * 4099, 8, pairs=pairs, dtype=torch.float64)
+    there = apply_rotary(x, cos64, sin64, pairs=pairs)
+    back = apply_rotary(there, cos64, sin64, pairs=pairs, inverse=True)
+    assert torch.allclose(back, x, atol=1e-14, rtol=0)
+
+
+def test_inverse_is_refused_by_name_as_in_the_core():
+    cos, sin = rotary_cos_sin(torch.arange(2), 4)
+    with pytest.raises(TypeError, match="inverse must be True or False, got str"):
+        apply_rotary(torch.ones(2, 4), cos, sin, inverse="yes")

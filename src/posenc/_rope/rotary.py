@@ -251,13 +251,29 @@ def check_rotation_shapes(
     return dim, per_pair
 
 
+def check_inverse(inverse: Any) -> bool:
+    """``inverse`` of :func:`apply_rotary`: True or False (a NumPy bool too)."""
+    if not isinstance(inverse, bool | np.bool_):
+        raise TypeError(f"inverse must be True or False, got {type(inverse).__name__}")
+    return bool(inverse)
+
+
 def apply_rotary(
-    x: Any, cos: Any, sin: Any, *, pairs: PairLayout = "half", rotary_dim: int | None = None
+    x: Any,
+    cos: Any,
+    sin: Any,
+    *,
+    pairs: PairLayout = "half",
+    rotary_dim: int | None = None,
+    inverse: bool = False,
 ) -> npt.NDArray[Any]:
     """Rotate the first ``rotary_dim`` channels of ``x`` by the angles in ``cos``/``sin``.
 
     The NumPy reference of RoPE: each pair ``(a, b)`` of the rotated channels becomes
-    ``(a·cos θ − b·sin θ, b·cos θ + a·sin θ)``; the other channels pass through.
+    ``(a·cos θ − b·sin θ, b·cos θ + a·sin θ)``; the other channels pass through. With
+    ``inverse=True`` each pair turns by ``−θ`` instead (``sin θ`` negated, which is exact):
+    the rotation that undoes it, as DeepSeek-V4 applies to the rotary slice of its attention
+    output (transformers' ``apply_rotary_pos_emb(..., cos, -sin)``).
 
     Args:
         x: floating array ``(..., head_dim)`` (float16, float32 or float64).
@@ -273,6 +289,7 @@ def apply_rotary(
         pairs: ``"half"`` or ``"interleaved"``, how ``x`` pairs its channels.
         rotary_dim: the number ``r`` of rotated channels: ``cos.shape[-1]`` (the default:
             tables laid out for ``pairs``) or ``2 * cos.shape[-1]`` (one column per pair).
+        inverse: turn by ``−θ`` (undo the rotation by ``θ``), True or False.
 
     Returns:
         array of ``x``'s shape and dtype; computed in float64 and rounded once.
@@ -293,6 +310,7 @@ def apply_rotary(
 or build the tables with pairs='interleaved'
     """
     pairs = check_pairs(pairs)
+    undo = check_inverse(inverse)
     x = _as_float_array("x", x)
     cos = _as_float_array("cos", cos)
     sin = _as_float_array("sin", sin)
@@ -304,6 +322,8 @@ or build the tables with pairs='interleaved'
             raise error
         cos, sin = cos[..., first], sin[..., first]
     c, s = cos.astype(np.float64), sin.astype(np.float64)
+    if undo:
+        s = -s
     a, b = x[..., first].astype(np.float64), x[..., second].astype(np.float64)
     out = np.array(x, copy=True)
     out[..., first] = a * c - b * s

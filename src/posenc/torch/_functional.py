@@ -20,7 +20,12 @@ from .._features import (
     pair_slices,
 )
 from .._frequencies import frequencies
-from .._rope.rotary import check_rotation_shapes, default_seq_len, resolve_rotary_dim
+from .._rope.rotary import (
+    check_inverse,
+    check_rotation_shapes,
+    default_seq_len,
+    resolve_rotary_dim,
+)
 from .._rope.scaling import rope_base, rope_frequencies, rope_scaling
 from ._checks import as_device, check_dtype, check_tensor, data_checked, positions_tensor
 from ._kernels._cast import cast_exact
@@ -202,6 +207,7 @@ def apply_rotary(
     *,
     pairs: PairLayout = "half",
     rotary_dim: int | None = None,
+    inverse: bool = False,
 ) -> torch.Tensor:
     """Rotate the first ``r`` channels of ``x``; the rest pass through.
 
@@ -226,6 +232,9 @@ def apply_rotary(
         pairs: ``"half"`` or ``"interleaved"``, how ``x`` pairs its channels.
         rotary_dim: ``r``: ``cos.shape[-1]`` (default) or ``2 * cos.shape[-1]`` (one column
             per pair).
+        inverse: turn each pair by ``−θ``, undoing the rotation by ``θ`` (``sin`` negated,
+            exactly): DeepSeek-V4's rotation of its attention output,
+            ``apply_rotary_pos_emb(..., cos, -sin)``.
 
     Returns:
         tensor of ``x``'s shape and dtype. The arithmetic runs in float32 (float64 if ``x`` or
@@ -251,6 +260,7 @@ def apply_rotary(
 or build the tables with pairs='interleaved'
     """
     pairs = check_pairs(pairs)
+    undo = check_inverse(inverse)
     check_tensor("x", x)
     check_tensor("cos", cos)
     check_tensor("sin", sin)
@@ -261,4 +271,6 @@ or build the tables with pairs='interleaved'
     shapes = (tuple(x.shape), tuple(cos.shape), tuple(sin.shape))
     _, per_pair = check_rotation_shapes(*shapes, rotary_dim)
     tables = _spread(cos, sin, pairs) if per_pair else _laid_out(cos, sin, pairs)
+    if undo:
+        tables = RopeTables(tables.cos, -tables.sin)
     return rotate((x,), tables, pairs)[0]

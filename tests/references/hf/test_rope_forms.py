@@ -37,6 +37,7 @@ ernie = require("transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe")
 gemma4 = require("transformers.models.gemma4.modeling_gemma4")
 hunyuan_vl = require("transformers.models.hunyuan_vl.modeling_hunyuan_vl")
 nanochat = require("transformers.models.nanochat.modeling_nanochat")
+deepseek_v4 = require("transformers.models.deepseek_v4.modeling_deepseek_v4")
 
 
 #: float32 ulps of max(|angle|, 1) between the modules' tables and the plan's (see above).
@@ -234,3 +235,29 @@ def test_refused_forms_are_left_by_name(build: Callable[[], object], why: str) -
     assert all(re.search(why, x.reason) for x in report.left), str(report)
     with pytest.raises(ValueError, match=why):
         swap_positions(model, strict=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_deepseek_v4_output_rotation_is_the_inverse_rotation_of_the_rope_slice(
+    dtype: torch.dtype,
+) -> None:
+    """DeepSeek-V4 turns the trailing rotary slice of its attention output back by the query's
+    angle (``apply_rotary_pos_emb(out, cos, -sin)``, interleaved pairs, one column per pair):
+    ``apply_rotary(..., inverse=True)`` on that slice, within the rounding of their float32
+    formula."""
+    torch.manual_seed(0)
+    rope, positions = 16, torch.arange(0, 6 * 1031, 1031)
+    out = torch.randn(2, 3, 6, 40).to(dtype)  # (batch, heads, seq, nope 24 | rope 16)
+    cos, sin = posenc.torch.rotary_cos_sin(positions, rope, pairs="interleaved")
+    cos, sin = cos[..., 0::2], sin[..., 0::2]  # one column per pair: (seq, rope / 2)
+    theirs = deepseek_v4.apply_rotary_pos_emb(out, cos[None], -sin[None])
+    turned = posenc.torch.apply_rotary(
+        out[..., -rope:], cos, sin, pairs="interleaved", rotary_dim=rope, inverse=True
+    )
+    ours = torch.cat([out[..., :-rope], turned], dim=-1)
+    assert torch.equal(ours[..., :-rope], theirs[..., :-rope])
+    assert_close_ulp(ours, theirs, ulps=ROTATION_ULPS, scale=out.abs().max(), what="rotation")
+    forward = posenc.torch.apply_rotary(
+        turned.double(), cos.double(), sin.double(), pairs="interleaved", rotary_dim=rope
+    )
+    assert torch.allclose(forward, out[..., -rope:].double(), atol=4 * torch.finfo(dtype).eps * 4)
