@@ -34,6 +34,7 @@ from ._grid import GRID_CONVENTIONS, GridConventionName, sinusoidal_grid
 from ._positions.grid import grid_positions
 from ._positions.multimodal import MultimodalPositions, multimodal_positions
 from ._positions.sequence import (
+    compressed_positions,
     positions_from_cu_seqlens,
     positions_from_mask,
     positions_from_segments,
@@ -80,6 +81,7 @@ __all__ = [
     "alibi_slopes",
     "analysis",
     "apply_rotary",
+    "compressed_positions",
     "deberta_buckets",
     "deberta_relative_positions",
     "describe",

@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import posenc
 
-from .contract import Args, choose, expect_array, run
+from .contract import DOUBTFUL, Args, choose, expect_array, run
 from .profile import fuzz
 from .values import HUGE, INT_DTYPES, WRONG_TYPES, count, flag
 
@@ -180,6 +180,24 @@ def test_positions_from_tokens(data: st.DataObject) -> None:
             assert row_got == [int(pad) if w is None else w for w in row_want], row_got
 
     run(a.call("posenc.positions_from_tokens", posenc.positions_from_tokens, check))
+
+
+@fuzz()
+@given(st.data())
+def test_compressed_positions(data: st.DataObject) -> None:
+    a = Args(data)
+    tokens = a.draw("tokens", count(0, 600, huge="doubtful"))
+    ratio = a.draw("ratio", count(1, 130, huge="doubtful"))
+    emitted = a.draw("emitted", count(0, 40), optional=True)
+    if a.clean and emitted is not None and int(emitted) > int(tokens) // int(ratio):
+        a.kinds["emitted"] = DOUBTFUL  # more entries than windows closed: refused by name
+
+    def check(out):
+        first, closed = int(emitted or 0), int(tokens) // int(ratio)
+        want = [n * int(ratio) for n in range(first, closed)]
+        assert expect_array(out, (len(want),), np.int64).tolist() == want
+
+    run(a.call("posenc.compressed_positions", posenc.compressed_positions, check))
 
 
 @fuzz(scale=0.25)

@@ -10,6 +10,8 @@ function                      positions it returns
 ``positions_from_cu_seqlens`` restart at 0 at every boundary of flattened packed sequences
 ``positions_from_tokens``     fairseq / M2M100: ``padding_idx + 1 + i`` for real tokens, pads at
                               ``padding_idx``
+``compressed_positions``      DeepSeek-V4's compressed entries: ``n·ratio``, the first token of
+                              each closed window of ``ratio`` tokens
 ============================  ==================================================================
 
 ``offset`` shifts the positions of real tokens, for incremental decoding with a cache: the first
@@ -39,6 +41,7 @@ from .._checks import (
 )
 
 __all__ = [
+    "compressed_positions",
     "positions_array",
     "positions_from_cu_seqlens",
     "positions_from_mask",
@@ -219,3 +222,41 @@ def positions_from_tokens(tokens: Any, padding_idx: int, *, offset: int = 0) -> 
     offset = check_offset("offset", offset, padding_idx + most)
     result: IntArray = ((counts + offset) * real + padding_idx).astype(np.int64)
     return result
+
+
+def compressed_positions(tokens: int, ratio: int, *, emitted: int = 0) -> IntArray:
+    """Positions of the entries a compressor emits (DeepSeek-V4's compressed attention).
+
+    A compressor closes a window every ``ratio`` tokens (tokens ``n·ratio .. n·ratio + ratio −
+    1``) and emits one entry for it, rotated at ``n·ratio``: its last token's position plus one,
+    less the ratio (``write_pos + 1 − ratio``). transformers' DeepSeek-V4 compressors rotate
+    their entries at these positions (``positions * compress_rate + first_window_position``).
+
+    Args:
+        tokens: the tokens seen so far (the cache's and the new ones), an int >= 0.
+        ratio: tokens per window (``compress_rates``: 4, or 128), an int >= 1.
+        emitted: entries emitted before (a cache's count); the windows from ``emitted`` on are
+            returned. An int in ``[0, tokens // ratio]``.
+
+    Returns:
+        int64 ``(tokens // ratio − emitted,)``: ``n·ratio`` for each window closed since.
+
+    >>> compressed_positions(10, 4)
+    array([0, 4])
+    >>> compressed_positions(17, 4, emitted=2)
+    array([ 8, 12])
+    """
+    count = check_int("tokens", tokens, minimum=0)
+    every = check_int("ratio", ratio, minimum=1)
+    check_position_magnitude("tokens", 0, count)
+    check_position_magnitude("ratio", 1, every)  # a window longer than any sequence
+    closed = count // every
+    done = check_int("emitted", emitted, minimum=0)
+    if done > closed:
+        raise ValueError(
+            f"emitted must be at most the windows closed by tokens={count} at ratio={every} "
+            f"({closed}), got {done}"
+        )
+    check_allocation("tokens and ratio", (closed - done,), 8)
+    positions: IntArray = np.arange(done, closed, dtype=np.int64) * every
+    return positions

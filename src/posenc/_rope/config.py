@@ -69,6 +69,17 @@ _ROTARY = ("rotary", "rope")
 #: names it when it validates one.
 FLAT = "full_attention"
 
+#: Models whose layer types read a rope parameter set of another name: model_type -> {layer
+#: type: label}. DeepSeek-V4 keys its sets by branch: ``main`` (sliding-window layers) and
+#: ``compress`` (the layers with a compressor).
+_LAYER_LABELS: dict[str, dict[str, str]] = {
+    "deepseek_v4": {
+        "sliding_attention": "main",
+        "compressed_sparse_attention": "compress",
+        "heavily_compressed_attention": "compress",
+    }
+}
+
 
 @dataclass
 class ConfigReading:
@@ -277,6 +288,14 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     if d.get("local_rope_theta") is not None:  # ModernBERT (4.x): every 3rd layer global
         n = d.get("global_attn_every_n_layers") or 3
         return tuple("sliding_attention" if i % n else FLAT for i in range(layers))
+    ratios = d.get("compress_ratios")  # DeepSeek-V4's config.json; checked by check_all
+    if ratios is not None and d.get("model_type") == "deepseek_v4":  # then the MTP layers: cut
+        if len(ratios) < layers:
+            raise ValueError(
+                f"{where}.compress_ratios has {len(ratios)} entries, fewer than "
+                f"num_hidden_layers = {layers}"
+            )
+        return tuple(values.COMPRESS_RATIO_BLOCKS[r] for r in ratios[:layers])
     return None
 
 
@@ -301,6 +320,10 @@ def _parameter_sets(
     raw = d.get(name) or {}
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}.{name} must be a dict of rope parameters, got {raw!r}")
+    if d.get("model_type") == "deepseek_v4" and not any(
+        isinstance(v, Mapping) for v in raw.values()
+    ):
+        return _deepseek_v4_sets(d, where, name, dict(raw))
     if any(isinstance(v, Mapping) for v in raw.values()):
         sets: dict[str, dict[str, Any] | None] = {}
         for label, value in raw.items():
@@ -325,6 +348,44 @@ def _parameter_sets(
         given = [k for k in _ROPE_KEYS if d.get(k) is not None]
         return {FLAT: flat}, False, f"{where} ({', '.join(given) or 'no rope keys'})"
     return {FLAT: flat}, False, f"{where}.{name}"
+
+
+def _deepseek_v4_sets(
+    d: dict[str, Any], where: str, name: str, flat: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any] | None], bool, str]:
+    """DeepSeek-V4's two parameter sets from its config.json's flat spelling, as its config
+    class builds them: ``main`` (sliding-window layers) plain RoPE at ``rope_theta``; ``compress``
+    (compressed layers) the flat parameters (YaRN in V4-Flash) at ``compress_rope_theta``
+    (160,000 when absent, the class default), a YaRN without the attention factor that
+    transformers would derive (V4 does not scale cos and sin). Both rotate the last
+    ``qk_rope_head_dim`` channels of each ``head_dim`` head (``partial_rotary_factor``; 64 of 512
+    when neither is given)."""
+    partial = d.get("partial_rotary_factor")
+    latent, head = d.get("qk_rope_head_dim"), d.get("head_dim")
+    if partial is None and latent is not None and head is not None:
+        partial = latent / head  # the class's legacy reading: the rope slice of each head
+    shared = {"partial_rotary_factor": 64 / 512 if partial is None else partial}
+    main = {"rope_type": "default", "rope_theta": d.get("rope_theta", 10000.0), **shared}
+    compress = {**flat, "rope_theta": d.get("compress_rope_theta", 160000.0), **shared}
+    kind = compress.get("rope_type", compress.get("type", "default"))
+    if kind == "yarn":
+        compress.setdefault("attention_factor", 1.0)
+    source = f"{where}.{name} and compress_rope_theta (DeepSeek-V4: main and compress)"
+    return {"main": main, "compress": compress}, True, source
+
+
+def _truncate_notes(params: dict[str, dict[str, Any] | None], where: str) -> list[str]:
+    """Where transformers reads YaRN's ``truncate`` elsewhere than a nested set says."""
+    notes = []
+    for label, raw in params.items():
+        if raw is not None and raw.get("truncate") is False and label != FLAT:
+            notes.append(
+                f"{where}[{label!r}] sets truncate=False: transformers reads truncate from the "
+                f"top level of the rope parameters (absent there, so True) and truncates YaRN's "
+                f"correction range in the {label!r} layers; the plan follows the set's own "
+                "truncate=False"
+            )
+    return notes
 
 
 def _head_dims(
@@ -373,6 +434,10 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
             labels = tuple(layer_types or (FLAT,) * count)
         elif layer_types is not None and all(t in params for t in set(layer_types)):
             labels = layer_types
+        elif layer_types is not None:
+            relabel = _LAYER_LABELS.get(str(d.get("model_type")), {})
+            if all(relabel.get(t) in params for t in set(layer_types)):
+                labels = tuple(relabel[t] for t in layer_types)
     reading = ConfigReading(
         where=source,
         model_type=d.get("model_type"),
@@ -405,6 +470,8 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
             "does not rotate (RoPE is 'rotary' or 'rope')"
         )
     reading.notes += found
+    if nested:
+        reading.notes += _truncate_notes(params, source)
     reading.notes += [
         f"{name} has RoPE settings of its own: its plan is posenc.rope_plan({name}), or "
         "posenc.rope_plan(config, vision=True)"

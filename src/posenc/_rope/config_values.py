@@ -28,6 +28,7 @@ from typing import Any
 from .._checks import MAX_EXACT_POSITION, _show, as_float
 
 __all__ = [
+    "COMPRESS_RATIO_BLOCKS",
     "MAX_CHANNELS",
     "MAX_LAYERS",
     "TOP_KEYS",
@@ -198,6 +199,33 @@ def _sections(where: str, name: str, value: Any) -> tuple[int, ...]:
     return integers(where, name, value)
 
 
+#: DeepSeek-V4's attention block for each entry of its config.json's ``compress_ratios``.
+COMPRESS_RATIO_BLOCKS: Mapping[int, str] = MappingProxyType(
+    {
+        0: "sliding_attention",
+        4: "compressed_sparse_attention",
+        128: "heavily_compressed_attention",
+    }
+)
+
+
+def _compress_ratios(where: str, name: str, value: Any) -> tuple[int, ...]:
+    """DeepSeek-V4's per-layer compression ratios, each one of :data:`COMPRESS_RATIO_BLOCKS`."""
+    ratios = integers(where, name, value, maximum=MAX_LAYERS, per="compression ratio")
+    if len(ratios) > MAX_LAYERS:
+        raise ValueError(
+            f"{_name(where, name)} has {len(ratios)} entries, more than the {MAX_LAYERS} "
+            "layers a config may declare"
+        )
+    for i, ratio in enumerate(ratios):
+        if ratio not in COMPRESS_RATIO_BLOCKS:
+            raise ValueError(
+                f"{_name(where, name)}[{i}] must be one of {tuple(COMPRESS_RATIO_BLOCKS)} "
+                f"(sliding, compressed sparse, heavily compressed attention), got {ratio}"
+            )
+    return ratios
+
+
 Check = Callable[[str, str, Any], Any]
 
 #: Every top-level key :func:`posenc.rope_plan` reads, with its check.
@@ -222,6 +250,8 @@ TOP_KEYS: Mapping[str, Check] = MappingProxyType(
         "max_position_embeddings": _length_key,
         "original_max_position_embeddings": _length_key,
         "rope_theta": base,
+        "compress_rope_theta": base,
+        "compress_ratios": _compress_ratios,
         "rotary_emb_base": base,
         "rope_local_base_freq": base,
         "local_rope_theta": base,
