@@ -151,3 +151,29 @@ def test_a_layer_s_order_and_interleaved_sections_agree() -> None:
     layer = rope_plan(ernie([3, 3, 2])).layer()
     with pytest.raises(ValueError, match=r"interleaved_sections=True contradicts order"):
         dataclasses.replace(layer, interleaved_sections=True)
+
+
+def _kolibri(model_type: str, layer_types: list[str], sliding_window: int | None) -> dict:
+    return {
+        "model_type": model_type, "head_dim": 8, "num_hidden_layers": len(layer_types),
+        "layer_types": layer_types, "sliding_window": sliding_window,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    }  # fmt: skip
+
+
+def test_kolibri_s_global_layers_use_no_positions_beside_sliding_ones() -> None:
+    """Kolibri 1: ``if self.sliding_window is None or self.is_sliding`` rotate; with a window,
+    the other layers are global NoPE."""
+    types = ["sliding_attention", "full_attention", "sliding_attention"]
+    plan = rope_plan(_kolibri("kolibri1", types, 513))
+    assert [layer.uses_positions for layer in plan] == [True, False, True]
+    assert "NoPE" in plan.layer("full_attention").notes[0]
+    unwindowed = rope_plan(_kolibri("kolibri1", types, None))
+    assert all(layer.uses_positions for layer in unwindowed)
+
+
+def test_kolibri_1_1_s_indexed_layers_use_no_positions() -> None:
+    types = ["sliding_attention", "indexed_attention", "sliding_attention"]
+    plan = rope_plan(_kolibri("kolibri1_1", types, 513))
+    assert [layer.uses_positions for layer in plan] == [True, False, True]
+    assert "NoPE" in plan.layer("indexed_attention").notes[0]

@@ -129,6 +129,19 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # one pass of each recurrent stack: at the default 2 x 3 cycles the float32 model's own
     # logits differ from a float64 run of it by 1.5e-4, more than the comparison allows
     "hrm_text": {"H_cycles": 1, "L_cycles": 1, "L_bp_cycles": [1]},
+    # Kolibri 1.1 (transformers 5.25): its indexer's heads fit the two query heads of each key
+    # head, and its index, KV-sharing and dense-MLP layer lists fit the two layers
+    "kolibri1_1": {
+        "index_num_heads": 2,
+        "index_layers": [1],
+        "kv_source_layers": [0, 1],
+        "mlp_only_layers": [0],
+        "index_topk": 8,
+        "index_pool_size": 64,
+        "index_compression": 4,
+        "index_num_local_tokens": 4,
+        "index_num_sink_tokens": 2,
+    },
     # hybrids: one attention layer (their defaults have none in the first two layers); their
     # Mamba-2 layers sized like the rest (by default 128 heads, a state of 256 and chunks of 256
     # tokens, which the CPU path pads every input to: seconds per call)

@@ -179,6 +179,7 @@ MROPE_DEFAULTS: Mapping[str, tuple[tuple[int, ...] | None, bool]] = MappingProxy
                 "qwen3_omni_moe_text",
                 "cosmos3_edge_text",
                 "cohere_compass_text",
+                "hy_v4_vl_text",  # transformers 5.24: recomposition_frequencies
             ],
             ((24, 20, 20), True),
         ),

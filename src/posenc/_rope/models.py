@@ -24,6 +24,7 @@ __all__ = [
     "ROTARY_DIM_MODELS",
     "STANDARD_TABLES",
     "UNSUPPORTED",
+    "nope_layer_types",
     "pairs_of",
 ]
 
@@ -38,6 +39,7 @@ PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
             t: ("interleaved", f"{_M}{m}.modeling_{m}.apply_rotary_pos_emb")
             for t, m in [
                 ("cohere", "cohere"),  # rotate_half pairs 2k, 2k+1
+                ("ergo", "ergo"),  # the same rotate_half (transformers 5.25)
                 ("cohere2", "cohere2"),
                 ("cohere2_moe", "cohere2_moe"),
                 ("blt", "blt"),
@@ -90,6 +92,7 @@ PAIRS_BY_MODEL: Mapping[str, tuple[PairLayout, str]] = MappingProxyType(
                 ("deepseek_v32", "deepseek_v32"),
                 ("dots3_note_text", "dots3_note"),
                 ("glm_moe_dsa", "glm_moe_dsa"),
+                ("hy_v4_vl_text", "hy_v4_vl"),  # transformers 5.24
                 ("longcat_flash", "longcat_flash"),
                 ("mistral_large4_text", "mistral_large4"),
             ]
@@ -108,6 +111,8 @@ _INTERLEAVE_FLAG = {
 
 # What a model does with the rotation that the layout alone does not say.
 MODEL_NOTES = {
+    "ergo": "its full_attention layers rotate nothing and multiply q and k by "
+    "sqrt(global_attention_scale), a constant scale (qk_scale), not a position",
     "deepseek_v4": "rotates the last rotary_dim channels of each head (the first ones pass)",
     "deepseek_v32": "its indexer rotates its own keys with half pairs",
     "mistral_large4_text": "multiplies the frequencies by exp(alpha), a buffer of the checkpoint",
@@ -144,6 +149,23 @@ STANDARD_TABLES: frozenset[str] = frozenset({"nanochat"})
 # files; GPT-J and CodeGen). Other configs that carry a rotary_dim (MiniMax-M3-VL) rotate the
 # whole head in transformers.
 ROTARY_DIM_MODELS = frozenset({"gptj", "codegen", "minimax_m2"})
+
+
+def nope_layer_types(reading: ConfigReading) -> dict[str, str]:
+    """Layer types that a model's attention runs without positions although its config gives
+    them a rope parameter set: layer type -> why (in words)."""
+    model = reading.model_type or ""
+    types = set(reading.layer_types or ())
+    if model == "kolibri1" and reading.top.get("sliding_window") is not None:
+        why = (
+            "Kolibri's attention rotates only its sliding_attention layers when sliding_window "
+            "is set: the others are global NoPE (no positions)"
+        )
+        return {t: why for t in types if t != "sliding_attention"}
+    if model == "kolibri1_1":
+        why = "Kolibri 1.1's indexed_attention layers use no positions (NoPE)"
+        return {t: why for t in types if t == "indexed_attention"}
+    return {}
 
 
 def pairs_of(reading: ConfigReading) -> tuple[PairLayout, str]:

@@ -42,6 +42,7 @@ from .models import (
     ROTARY_DIM_MODELS,
     STANDARD_TABLES,
     UNSUPPORTED,
+    nope_layer_types,
     pairs_of,
 )
 from .multi_axis import (
@@ -531,11 +532,14 @@ def _kinds(reading: ConfigReading, pairs: tuple[PairLayout, str]) -> dict[str, R
         names = dict.fromkeys(reading.layer_labels or (FLAT,))
         labelled = [(name, reading.params[FLAT]) for name in names]
     kinds = {}
+    nope = nope_layer_types(reading)
     for label, raw in labelled:
         dim = dims.get(label, reading.head_dim)
         where = f"{reading.where}[{label!r}]" if reading.nested else reading.where
         if not reading.rotary:
             kinds[label] = _no_rope(label, dim, pairs, reading.notes[0])
+        elif label in nope:
+            kinds[label] = _no_rope(label, dim, pairs, nope[label])
         elif raw is None:
             kinds[label] = _no_rope(label, dim, pairs, f"{where} is None: no RoPE")
         elif label in NOT_ATTENTION:

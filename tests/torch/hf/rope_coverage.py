@@ -129,6 +129,7 @@ NO_POSITIONS = {
 INTERLEAVED_TABLE = frozenset(
     {
         "cohere",
+        "ergo",
         "cohere2",
         "cohere2_moe",
         "blt",
