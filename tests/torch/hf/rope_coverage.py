@@ -200,12 +200,20 @@ def _config_class(module: Any, cls: type) -> type | None:
     return annotation if isinstance(annotation, type) else None
 
 
+#: Rotary classes that return ``(sin, cos)``, in that order (GPT-J's and CodeGen's, since
+#: transformers 5.25: the halves of their ``embed_positions`` rows, sines first).
+SIN_FIRST = frozenset({"GPTJRotaryEmbedding", "CodeGenRotaryEmbedding"})
+
+
 def _hf_tables(module: Any, label: str | None) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.zeros(1, dtype=torch.float32)
     with torch.no_grad():
         out = module(x, POSITIONS) if label is None else module(x, POSITIONS, label)
     if isinstance(out, torch.Tensor) and out.is_complex():  # freqs_cis = cos + i·sin
         return out.real, out.imag
+    if type(module).__name__ in SIN_FIRST:
+        sin, cos = out
+        return cos, sin
     cos, sin = out
     return cos, sin
 
@@ -234,6 +242,9 @@ def _rotate_theirs(fn: Any, q: torch.Tensor, k: torch.Tensor, cos: Any, sin: Any
             return out
         qt, kt = (t.transpose(1, 2) for t in (q, k))  # (b, s, h, d) layout
         return tuple(t.transpose(1, 2) for t in fn(qt, kt, freqs))
+    if names[:3] == ["tensor", "sin", "cos"]:  # GPT-J, CodeGen: (b, s, h, d), sines first
+        qt, kt = (t.transpose(1, 2) for t in (q, k))
+        return tuple(fn(t, sin, cos).transpose(1, 2) for t in (qt, kt))
     raise AssertionError(f"no adapter for {fn.__qualname__}{inspect.signature(fn)}")
 
 
