@@ -140,3 +140,29 @@ def llama3_rope_freqs(config: dict[str, Any]) -> _F:
             smooth = (old / wavelen - low) / (high - low)
             out.append(1 / ((1 - smooth) / factor + smooth))
     return np.asarray(out, dtype=np.float32)
+
+
+def save_safetensors(path: Path, arrays: dict[str, tuple[Any, str]]) -> Path:
+    """A ``.safetensors`` file of ``{name: (array, "F32" | "BF16")}``, written by hand (bfloat16
+    as the top 16 bits of each float32, rounded to nearest even), as torch saves it."""
+    import json
+    import struct
+
+    header: dict[str, Any] = {}
+    blobs = []
+    offset = 0
+    for name, (array, code) in arrays.items():
+        values = np.ascontiguousarray(array, dtype=np.float32)
+        if code == "BF16":
+            bits = values.view(np.uint32).astype(np.uint64)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            blob = rounded.astype("<u2").tobytes()
+        else:
+            blob = values.astype("<f4").tobytes()
+        header[name] = {"dtype": code, "shape": list(values.shape),
+                        "data_offsets": [offset, offset + len(blob)]}  # fmt: skip
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return path

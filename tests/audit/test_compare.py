@@ -3,6 +3,7 @@ artifact passes, and each bug class is named in words."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,13 @@ from posenc import rope_plan, rotary_cos_sin
 from posenc.analysis._rounding import _round_bfloat16
 from posenc.audit import audit
 from tests.audit.models import GEMMA3, GPT_OSS, LLAMA3, PARTIAL, PHI3, QWEN2_VL, QWEN25_YARN
-from tests.audit.stacks import exact_tables, float32_tables, spread, vllm_cache
+from tests.audit.stacks import (
+    exact_tables,
+    float32_tables,
+    save_safetensors,
+    spread,
+    vllm_cache,
+)
 
 POSITIONS = np.arange(0, 4096)
 
@@ -177,14 +184,21 @@ def test_sin_read_from_cos_is_named() -> None:
     assert cause(audit(LLAMA3, (cos, cos))).startswith("sin read from cos")
 
 
-def test_bfloat16_tables_fail_and_are_named() -> None:
-    torch = pytest.importorskip("torch")
+def test_bfloat16_tables_fail_and_are_named(tmp_path: Path) -> None:
     kind = layer(QWEN25_YARN)
     omega, attention = kind.frequencies_at(None)
     cos, sin = exact_tables(POSITIONS, omega, attention)
-    report = audit(QWEN25_YARN, (torch.tensor(cos).bfloat16(), torch.tensor(sin).bfloat16()))
+    file = save_safetensors(
+        tmp_path / "rope.safetensors", {"cos": (cos, "BF16"), "sin": (sin, "BF16")}
+    )
+    report = audit(QWEN25_YARN, file)
     assert report.exit_code == 1
     assert cause(report) == "the table rounded to bfloat16 (worse than float32 angles)"
+    cos32, sin32 = float32_tables(POSITIONS, omega, attention)
+    file = save_safetensors(
+        tmp_path / "f32.safetensors", {"cos": (cos32, "F32"), "sin": (sin32, "F32")}
+    )
+    assert audit(QWEN25_YARN, file).passed
 
 
 def test_bfloat16_positions_are_named() -> None:
@@ -235,14 +249,25 @@ def test_vllm_cos_sin_cache_passes_and_a_wrong_one_fails() -> None:
     assert cause(audit(QWEN25_YARN, {"cos_sin_cache": plain})).startswith("no yarn")
 
 
-def test_inv_freq_in_float32_passes_and_cast_to_bfloat16_fails() -> None:
+def test_inv_freq_in_float32_passes_and_cast_to_bfloat16_fails(tmp_path: Path) -> None:
     kind = layer(LLAMA3)
     report = audit(LLAMA3, kind.frequencies.astype(np.float32))
     assert report.findings[0].status == "float32_angles"
     assert report.findings[0].recipe == "float32 angles (the inv_freq buffer is float32)"
-    torch = pytest.importorskip("torch")
-    report = audit(LLAMA3, {"model.rotary_emb.inv_freq": torch.tensor(kind.frequencies).bfloat16()})
+    name = "model.rotary_emb.inv_freq"
+    file = save_safetensors(tmp_path / "state.safetensors", {name: (kind.frequencies, "BF16")})
+    report = audit(LLAMA3, file)
     assert cause(report) == "frequencies rounded to bfloat16 (an inv_freq buffer cast to bfloat16)"
+
+
+@pytest.mark.slow
+def test_torch_tensors_bfloat16_included() -> None:
+    torch = pytest.importorskip("torch")
+    kind = layer(LLAMA3)
+    bf16 = {"inv_freq": torch.tensor(kind.frequencies).bfloat16()}
+    assert cause(audit(LLAMA3, bf16)).startswith("frequencies rounded to bfloat16")
+    cos, sin = float32_tables(POSITIONS, kind.frequencies)
+    assert audit(LLAMA3, (torch.tensor(cos), torch.tensor(sin))).passed
 
 
 def test_objects_with_cos_sin_cache_or_inv_freq() -> None:

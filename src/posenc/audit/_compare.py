@@ -479,6 +479,9 @@ def _hypotheses(layer: RopeLayer, groups: list[_Group], plan: RopePlan) -> Itera
     if fitted is not None:
         said = describe_number(layer.base or 0)
         words = f"base {describe_number(fitted)} where the config says {said}"
+        local = [n for n, k in plan.kinds.items() if k.uses_positions and k.base == fitted]
+        if local:
+            words += f": the base of {local[0]!r} layers on {layer.layer_type!r} layers"
         yield (
             words,
             _with_omega(lambda f, g: (f.frequencies * _rebased(layer, fitted), f.attention)),
@@ -549,19 +552,22 @@ def _over_head_dim(layer: RopeLayer, form: Form, group: _Group) -> tuple[Any, An
 
 
 def _fit_base(layer: RopeLayer, groups: list[_Group]) -> float | None:
-    """The base whose plain schedule gives the subject's angle of pair 1 at position 1."""
+    """The base whose schedule gives the ratio of the subject's angles of pairs 1 and 0 at
+    position 1."""
     group = groups[0]
     rows = np.flatnonzero((group.positions == 1.0).all(axis=1))
     n = group.subject.cos.shape[1] // 2
     if rows.size == 0 or n < 2:
         return None
     pairs = group.subject.pairs or layer.pairs
-    channel = 1 if pairs == "half" else 2
-    cos, sin = group.subject.cos[rows[0], channel], group.subject.sin[rows[0], channel]
-    theta = math.atan2(sin, cos)
-    if not 0.0 < theta < 1.0:
+    first, second = (0, 1) if pairs == "half" else (0, 2)
+    row = rows[0]
+    theta0 = math.atan2(group.subject.sin[row, first], group.subject.cos[row, first])
+    theta1 = math.atan2(group.subject.sin[row, second], group.subject.cos[row, second])
+    if not 0.0 < theta1 < theta0:
         return None
-    base = theta ** (-layer.rotary_dim / 2.0)
+    # ω_1 / ω_0 = base^(-2/dim) whatever factor divides both (linear, YaRN's high pairs)
+    base = (theta1 / theta0) ** (-layer.rotary_dim / 2.0)
     if not math.isfinite(base) or base <= 1.0:
         return None
     rounded = float(f"{base:.3g}")
