@@ -174,7 +174,7 @@ def test_truncated_gguf_is_one_line(tmp_path: Path) -> None:
     for size in (10, 200, len(data) - 8):
         cut = tmp_path / f"cut{size}.gguf"
         cut.write_bytes(data[:size])
-        with pytest.raises(ValueError, match="too short|truncated") as info:
+        with pytest.raises(ValueError, match=r"too short|truncated") as info:
             audit(LLAMA3, cut)
         assert "\n" not in str(info.value)
 
