@@ -28,6 +28,9 @@ from ._subjects import (
 #: The array names an arrays subject is read from (a state dict's ``....inv_freq`` too).
 ROLES = ("cos", "sin", "position_ids", "inv_freq", "cos_sin_cache")
 
+#: The most positions an audit probes (its default is a few dozen).
+MAX_POSITIONS = 4096
+
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -216,6 +219,10 @@ def _check_positions(positions: Any) -> npt.NDArray[np.int64] | None:
     if positions is None:
         return None
     array = np.asarray(positions)
+    if array.ndim == 1 and array.size > MAX_POSITIONS:
+        raise ValueError(
+            f"positions: at most {MAX_POSITIONS} positions are probed, got {array.size:,}"
+        )
     if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iu":
         raise ValueError(
             f"positions must be a non-empty 1-D sequence of integers, got {positions!r}"[:200]
