@@ -51,7 +51,7 @@ CONFIG: dict[str, Any] = {
 
 #: What each run executes: the command's main, then whether torch was imported.
 _SCRIPT = (
-    "import sys; from posenc.cli import main; code = main(['audit', sys.argv[1], sys.argv[2]]); "
+    "import sys, posenc.cli; code = posenc.cli.main(['audit', sys.argv[1], sys.argv[2]]); "
     "sys.exit(code if 'torch' not in sys.modules else 99)"
 )
 

@@ -120,7 +120,7 @@ def compare_layer(
     if any(g.subject is None for g in groups):
         return _finding(layer, layers, "wrong", cause="the subject does not rotate this layer, "
                         "the config does", notes=())  # fmt: skip
-    return _judge(layer, layers, groups, plan, context, subject.recipe)
+    return _judge(layer, layers, groups, plan, context, subject)
 
 
 def _multi_axis_rows(probes: npt.NDArray[np.int64], n_axes: int) -> _F64:
@@ -235,7 +235,7 @@ def _judge(
     groups: list[_Group],
     plan: RopePlan,
     context: int | None,
-    subject_recipe: str,
+    subject: Subject,
 ) -> LayerFinding:
     notes = tuple(dict.fromkeys(n for g in groups for n in g.subject.notes))
     shown = groups[0].subject.pairs
@@ -273,8 +273,8 @@ def _judge(
     causes = []
     if shown is not None and shown != layer.pairs:
         causes.append(
-            f"pairs {_PAIR_WORDS[shown]} where the model pairs {_PAIR_WORDS[layer.pairs]} "
-            f"({layer.pairs_source})"
+            f"pairs {_PAIR_WORDS[shown]} where the model pairs {_PAIR_WORDS[layer.pairs]}: "
+            f"{layer.pairs_source}"
         )
         status = "wrong"
     if first is not None:
@@ -282,9 +282,15 @@ def _judge(
     n_axes = groups[0].positions.shape[1]
     reach = min(largest, context - 1) if context else largest
     bound_value = float32_bound_at(forms[-1], reach, n_axes)
+    if status == "exact" and not getattr(subject, "exact_possible", True):
+        status = "float32_angles"  # exact parameters, evaluated in float32 by the stack
+        notes += (
+            "the frequencies the subject's parameters give are exact; the stack computes the "
+            "angles in float32",
+        )
     recipe = None
     if status == "float32_angles":
-        recipe = subject_recipe
+        recipe = subject.recipe
     return LayerFinding(
         layers=layers,
         layer_type=layer.layer_type,
@@ -404,8 +410,8 @@ def _hypotheses(layer: RopeLayer, groups: list[_Group], plan: RopePlan) -> Itera
     if shown is None:
         other = "interleaved" if layer.pairs == "half" else "half"
         yield (
-            f"pairs {_PAIR_WORDS[other]} where the model pairs {_PAIR_WORDS[layer.pairs]} "
-            f"({layer.pairs_source})",
+            f"pairs {_PAIR_WORDS[other]} where the model pairs {_PAIR_WORDS[layer.pairs]}: "
+            f"{layer.pairs_source}",
             lambda g, f: ((t := replace(f, pairs=other)).tables(g.positions), t),
         )
     yield (
@@ -552,29 +558,41 @@ def _over_head_dim(layer: RopeLayer, form: Form, group: _Group) -> tuple[Any, An
 
 
 def _fit_base(layer: RopeLayer, groups: list[_Group]) -> float | None:
-    """The base whose schedule gives the ratio of the subject's angles of pairs 1 and 0 at
-    position 1."""
+    """The base whose schedule gives the ratio of the subject's angles of two neighbouring
+    pairs: pairs 0 and 1 at position 1, else the two slowest pairs at the smallest position
+    (whose angles are still below 1 there). Any factor that divides both (linear, YaRN's and
+    Llama 3's ends of the schedule) cancels."""
     group = groups[0]
-    rows = np.flatnonzero((group.positions == 1.0).all(axis=1))
+    text = (group.positions == group.positions[:, :1]).all(axis=1)
+    rows = np.flatnonzero(text & (group.positions[:, 0] > 0))
     n = group.subject.cos.shape[1] // 2
     if rows.size == 0 or n < 2:
         return None
-    pairs = group.subject.pairs or layer.pairs
-    first, second = (0, 1) if pairs == "half" else (0, 2)
-    row = rows[0]
-    theta0 = math.atan2(group.subject.sin[row, first], group.subject.cos[row, first])
-    theta1 = math.atan2(group.subject.sin[row, second], group.subject.cos[row, second])
-    if not 0.0 < theta1 < theta0:
+    row = int(rows[np.argmin(group.positions[rows, 0])])
+    form = Form(np.zeros((1, n)), np.ones(n), group.subject.pairs or layer.pairs)
+    first, _ = _pair_slices(form)
+    angles = np.arctan2(group.subject.sin[row, first], group.subject.cos[row, first])
+    ratio = None
+    if group.positions[row, 0] == 1.0 and 0.0 < angles[1] < angles[0]:
+        ratio = angles[1] / angles[0]
+    elif 0.0 < angles[-1] < angles[-2] < 1.0:
+        ratio = angles[-1] / angles[-2]
+    if ratio is None:
         return None
-    # ω_1 / ω_0 = base^(-2/dim) whatever factor divides both (linear, YaRN's high pairs)
-    base = (theta1 / theta0) ** (-layer.rotary_dim / 2.0)
+    base = float(ratio ** (-layer.rotary_dim / 2.0))
     if not math.isfinite(base) or base <= 1.0:
         return None
     rounded = float(f"{base:.3g}")
-    fitted = rounded if abs(rounded / base - 1.0) < 1e-3 else float(f"{base:.6g}")
+    fitted = rounded if abs(rounded / base - 1.0) < 2e-3 else float(f"{base:.6g}")
     if layer.base and abs(fitted / layer.base - 1.0) < 1e-6:
         return None
     return fitted
+
+
+def _pair_slices(form: Form) -> tuple[slice, slice]:
+    from .._features import pair_slices
+
+    return pair_slices(form.pairs, form.n_pairs)
 
 
 def _precision_hypotheses() -> Iterator[_Hypothesis]:

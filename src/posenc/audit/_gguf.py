@@ -445,4 +445,5 @@ def gguf_subject(path: Path) -> FormSubject:
         rope.notes,
         pairs_known=True,
         axis_aware=True,
+        exact_possible=False,
     )

@@ -242,6 +242,7 @@ class FormSubject:
     pairs_known: bool = False
     axis_aware: bool = False
     fixed_positions: bool = False
+    exact_possible: bool = True
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
         seq_len = int(positions.max()) + 1 if positions.size else None
