@@ -200,3 +200,12 @@ def test_not_a_gguf_and_bad_rope_tensor(tmp_path: Path) -> None:
     short = llama(tmp_path, "short.gguf", tensors={"rope_freqs.weight": np.ones(8)})
     with pytest.raises(ValueError, match="hold 8 values"):
         audit(LLAMA3, short)
+
+
+def test_a_layer_count_that_differs_is_noted(tmp_path: Path) -> None:
+    file = write_gguf(tmp_path / "six.gguf", "llama", layers=6, heads=4, embd=256,
+                      context=131072, rope={"rope_dimension_count": 64,
+                                            "rope_freq_base": 500000.0},
+                      tensors={"rope_freqs.weight": llama3_rope_freqs(LLAMA3)})  # fmt: skip
+    report = audit(LLAMA3, file)
+    assert "the subject has 6 layers where the config has 4" in str(report)

@@ -180,3 +180,22 @@ def test_a_gguf_audit_does_not_import_torch(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_bfloat16_tables_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.audit.stacks import save_safetensors
+
+    kind = rope_plan(QWEN25_YARN).layer()
+    cos, sin = kind.cos_sin(np.arange(512), dtype=np.float64)
+    path = save_safetensors(tmp_path / "rope.safetensors",
+                            {"cos": (cos, "BF16"), "sin": (sin, "BF16")})  # fmt: skip
+    code, out, _ = run([config(tmp_path, QWEN25_YARN), str(path)], capsys)
+    assert code == 1
+    assert "cause: the table rounded to bfloat16 (worse than float32 angles)" in out
+
+
+def test_too_many_positions_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = qwen_tables(tmp_path, "ok.npz")
+    code, _, err = run([config(tmp_path, QWEN25_YARN), path, "--positions", "0:100000000"], capsys)
+    assert code == 2
+    assert "--positions" in err

@@ -250,6 +250,12 @@ def audit_plan(
         for index, layer, layers in targets(plan, subject, layer_type)
     ]
     notes = tuple(dict.fromkeys(n for f in findings for n in f.notes))
+    count = getattr(subject, "layer_count", None)
+    if count is not None and plan.layers and count != len(plan.layers):
+        notes += (
+            f"the subject has {count} layers where the config has {len(plan.layers)}: the "
+            "first layers of each were compared",
+        )
     merged = _merge([_without_notes(f) for f in findings])
     return AuditReport(
         reference=reference,

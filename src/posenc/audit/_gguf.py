@@ -446,4 +446,5 @@ def gguf_subject(path: Path) -> FormSubject:
         pairs_known=True,
         axis_aware=True,
         exact_possible=False,
+        layer_count=rope.layers or None,
     )

@@ -243,6 +243,7 @@ class FormSubject:
     axis_aware: bool = False
     fixed_positions: bool = False
     exact_possible: bool = True
+    layer_count: int | None = None
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
         seq_len = int(positions.max()) + 1 if positions.size else None

@@ -92,7 +92,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..audit import audit
 
-    positions = None if args.positions is None else parse_positions(args.positions)
+    from ..audit._audit import MAX_POSITIONS
+
+    positions = None
+    if args.positions is not None:  # counted before any is made
+        positions = parse_positions(args.positions, limit=8 * MAX_POSITIONS)
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
     subject: Any = args.subject
