@@ -91,7 +91,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..audit import audit
-
     from ..audit._audit import MAX_POSITIONS
 
     positions = None
