@@ -17,10 +17,11 @@ Optional packages are imported only when a subject needs them (``gguf`` for GGUF
 """
 
 from ._assert import assert_rope_matches
-from ._audit import audit
+from ._audit import MAX_POSITIONS, audit
 from ._report import SCHEMA_VERSION, AuditReport, Difference, LayerFinding
 
 __all__ = [
+    "MAX_POSITIONS",
     "SCHEMA_VERSION",
     "AuditReport",
     "Difference",

@@ -90,8 +90,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit import audit
-    from ..audit._audit import MAX_POSITIONS
+    from ..audit import MAX_POSITIONS, audit
 
     positions = None
     if args.positions is not None:  # counted before any is made
