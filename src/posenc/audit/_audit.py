@@ -322,6 +322,8 @@ def audit(
               (the layer index) to be audited layer by layer;
             - an object with ``cos_sin_cache`` (vLLM, SGLang) or ``inv_freq`` (and
               ``attention_scaling``: Hugging Face's rotary modules);
+            - a transformers model: its rotary buffers as they are now (``inv_freq``, or
+              ``{layer_type}_inv_freq`` per layer type), audited layer by layer;
             - ``"module:attr"``: such a callable or object, imported and run in a subprocess
               that is killed after ``timeout`` seconds.
         layer_type: the kind of layer a single-table subject implements, when the config has

@@ -441,9 +441,55 @@ def callable_subject(function: Callable[..., Any], description: str) -> Subject:
     return FunctionSubject(function, description)
 
 
+def model_subject(model: Any, description: str) -> FormSubject | None:
+    """A transformers model (any ``torch.nn.Module``): its rotary modules' ``inv_freq``
+    buffers as they are now (a cast after building included), ``{layer_type}_inv_freq`` per
+    layer type where the model keeps one per type, with their ``attention_scaling``; vision
+    towers' buffers are left out. None when the model holds no ``inv_freq``."""
+    found: dict[str, tuple[Any, Any]] = {}
+    for path, module in model.named_modules():
+        if "vision" in path or "visual" in path:
+            continue
+        for name, buffer in getattr(module, "_buffers", {}).items():
+            if buffer is None or not name.endswith("inv_freq") or "original" in name:
+                continue
+            kind = name.removesuffix("inv_freq").removesuffix("_") or ""
+            scaling = getattr(
+                module, f"{kind}_attention_scaling" if kind else "attention_scaling", None
+            )
+            found.setdefault(kind, (buffer, scaling))
+    if not found:
+        return None
+    dtypes = sorted({dtype_of(b) for b, _ in found.values()})
+    tables = {
+        kind: (to_numpy(b, f"{kind or 'the'} inv_freq").reshape(-1), s)
+        for kind, (b, s) in found.items()
+    }
+    for omega, _ in tables.values():
+        check_finite(omega, "inv_freq")
+
+    def forms(index: int | None, layer: RopeLayer, seq_len: int | None) -> Form | None:
+        if not layer.uses_positions:
+            return None  # the model's code skips the rotation there; its buffers cannot say
+        omega, scaling = tables.get(layer.layer_type) or tables.get("") or (None, None)
+        if omega is None:
+            raise ValueError(
+                f"{description} has no inv_freq for {layer.layer_type!r} layers (it has "
+                f"{sorted(k or 'inv_freq' for k in tables)})"
+            )
+        att = float(scaling) if isinstance(scaling, int | float) else layer.attention_factor
+        return one_axis_form(omega, att, layer.pairs)
+
+    recipe = F32_RECIPE + f" (the inv_freq buffers are {', '.join(dtypes)})"
+    notes = ("layers without RoPE are taken from the config: a model's buffers do not say",)
+    return FormSubject(forms, "float64", description, "model", True, recipe, notes)
+
+
 def object_subject(value: Any, description: str) -> Subject | None:
     """The subject of a Python object: a ``cos_sin_cache`` or ``inv_freq`` attribute (vLLM's
     and SGLang's rotary objects, Hugging Face's rotary modules), a callable; None otherwise."""
+    if hasattr(value, "named_modules") and hasattr(value, "config"):  # a transformers model
+        return model_subject(value, description)
     cache = getattr(value, "cos_sin_cache", None)
     if cache is not None:
         return CacheSubject.build(cache, f"{description}.cos_sin_cache")
