@@ -143,13 +143,19 @@ def arrays_subject(
 def file_subject(path: Path, key: Any, max_bytes: int | None) -> Subject:
     """A GGUF file, or arrays from ``.npy``/``.npz``/``.safetensors``/PyTorch files."""
     suffix = path.suffix.lower()
+    limit = default_max_bytes() if max_bytes is None else max_bytes
     if suffix == ".gguf":
         from ._gguf import gguf_subject
 
         return gguf_subject(path)
+    if suffix == ".onnx":
+        from ._onnx import onnx_subject
+
+        return onnx_subject(path, limit)
     if suffix not in SUFFIXES:
         raise ValueError(
-            f"SUBJECT {path} must be a .gguf file, an array file ({', '.join(SUFFIXES)}) or "
+            f"SUBJECT {path} must be a .gguf or .onnx file, an array file "
+            f"({', '.join(SUFFIXES)}) or "
             "module:attr naming a Python callable or object"
         )
     wanted = set(_keys(key).values())
@@ -157,7 +163,6 @@ def file_subject(path: Path, key: Any, max_bytes: int | None) -> Subject:
     def choose(names: list[str]) -> list[str]:
         return [n for n in names if n in wanted or _role_of(n) is not None]
 
-    limit = default_max_bytes() if max_bytes is None else max_bytes
     tables = read_arrays(path, choose, limit)
     if list(tables) == [None]:  # a .npy: one array, its role from its shape
         array = tables[None]
@@ -310,6 +315,8 @@ def audit(
         subject: the stack's positional numbers:
 
             - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors);
+            - a ``.onnx`` file (its ``RotaryEmbedding`` nodes' caches and pair layout, or bare
+              cos/sin cache initializers);
             - an array file (``.npy``, ``.npz``, ``.safetensors``, ``.pt``) or a dict of arrays
               named ``cos`` and ``sin`` (with ``position_ids``), ``cos_sin_cache`` or
               ``inv_freq`` (``key`` names others: ``"cos=my_cos"``, or a name whose role its

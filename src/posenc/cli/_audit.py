@@ -7,6 +7,8 @@ REFERENCE is a Hugging Face ``config.json`` (or a model directory holding one); 
   scaling type and factor, original context, attention factor, M-RoPE sections, sliding-window
   base) and its rope tensors (``rope_freqs``, ``rope_factors_long``/``_short``); only the
   metadata and those small tensors are read, never the weights;
+- a ``.onnx`` file: the ``cos_cache``/``sin_cache`` and ``interleaved`` attribute of its
+  ``RotaryEmbedding`` nodes (ONNX's and onnxruntime's), or bare cache initializers;
 - arrays dumped from anywhere (``.npy``, ``.npz``, ``.safetensors``, ``.pt``): ``cos`` and
   ``sin`` (with ``position_ids``), a ``cos_sin_cache`` (vLLM, SGLang: the cosines of each row's
   pairs, then their sines) or an ``inv_freq`` (names ending in ``.inv_freq`` too); ``--key
@@ -51,7 +53,8 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "subject",
         metavar="SUBJECT",
-        help=".gguf, .npy, .npz, .safetensors, .pt file, or module:attr (a Python callable)",
+        help=".gguf, .onnx, .npy, .npz, .safetensors, .pt file, or module:attr (a Python "
+        "callable or object)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
