@@ -290,3 +290,15 @@ def test_objects_with_cos_sin_cache_or_inv_freq() -> None:
 def test_a_single_table_needs_the_layer_type_when_kinds_differ() -> None:
     with pytest.raises(ValueError, match="pass layer_type"):
         audit(GEMMA3, tables_of(GEMMA3, "full_attention"))
+
+
+def test_a_long_dump_is_sampled_at_the_probes_and_evenly() -> None:
+    kind = layer(LLAMA3)
+    positions = np.arange(0, 140000, 2)  # 70,000 rows
+    cos, sin = float32_tables(positions, kind.frequencies)
+    report = audit(LLAMA3, (cos, sin, positions))
+    assert report.passed, str(report)
+    (finding,) = report.findings
+    assert finding.positions[0] <= 4096
+    assert finding.positions[1] == 139998  # the last row is compared
+    assert finding.error_at_context is None  # position 131071 is not in the dump

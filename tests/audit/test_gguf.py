@@ -209,3 +209,19 @@ def test_a_layer_count_that_differs_is_noted(tmp_path: Path) -> None:
                       tensors={"rope_freqs.weight": llama3_rope_freqs(LLAMA3)})  # fmt: skip
     report = audit(LLAMA3, file)
     assert "the subject has 6 layers where the config has 4" in str(report)
+
+
+def test_smollm3_layers_without_rope(tmp_path: Path) -> None:
+    from tests.audit.models import SMOLLM3
+
+    rope = {"rope_freq_base": 5000000.0}
+    file = write_gguf(tmp_path / "smol.gguf", "smollm3", layers=4, heads=2, embd=128,
+                      context=65536, rope=rope)  # fmt: skip
+    report = audit(SMOLLM3, file)
+    assert report.passed, str(report)
+    assert [f.status for f in report.findings] == ["float32_angles", "no_positions"]
+    everywhere = write_gguf(tmp_path / "llama.gguf", "llama", layers=4, heads=2, embd=128,
+                            context=65536, rope=rope)  # fmt: skip
+    (wrong,) = [f for f in audit(SMOLLM3, everywhere).findings if not f.passed]
+    assert wrong.layers == (3,)
+    assert wrong.cause.startswith("the subject rotates this layer, but the config gives it no")

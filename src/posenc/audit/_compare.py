@@ -163,7 +163,26 @@ def _groups(
                 f"{int(chosen.max()):,})"
             )
         seq_len = int(pos.max()) + 1 if dependent else None
-        yield _Group(pos, replace(tables, positions=pos), seq_len)
+        tables = replace(tables, positions=pos)
+        if pos.shape[0] > MAX_ROWS:  # a long dump: the probes and evenly spaced rows
+            tables = _some_rows(tables, chosen)
+        yield _Group(tables.positions, tables, seq_len)
+
+
+#: The most rows of a subject compared (a dump of a million positions is sampled).
+MAX_ROWS = 4096
+
+
+def _some_rows(tables: SubjectTables, probes: npt.NDArray[np.int64]) -> SubjectTables:
+    """At most :data:`MAX_ROWS` rows: those at the probe positions, then evenly spaced others
+    (the first and the last included)."""
+    rows = tables.positions.shape[0]
+    at_probes = np.flatnonzero(np.isin(tables.positions[:, 0], probes))[: MAX_ROWS // 2]
+    spaced = np.linspace(0, rows - 1, MAX_ROWS - at_probes.size).round().astype(np.int64)
+    keep = np.unique(np.concatenate([at_probes, spaced]))
+    return replace(
+        tables, positions=tables.positions[keep], cos=tables.cos[keep], sin=tables.sin[keep]
+    )
 
 
 def _no_positions(

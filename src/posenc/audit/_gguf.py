@@ -262,6 +262,7 @@ class GGUFRope:
     sections: tuple[int, ...]
     swa: tuple[bool, ...]
     swa_scaled: bool
+    no_rope_step: int
     pairs: PairLayout
     rope_freqs: _F64 | None
     long: _F64 | None
@@ -273,6 +274,8 @@ class GGUFRope:
         if self.arch in NO_ROPE:
             return None
         il = 0 if index is None else index
+        if self.no_rope_step and (il + 1) % self.no_rope_step == 0:
+            return None  # llama.cpp's use_rope is false on these layers
         swa = il < len(self.swa) and self.swa[il]
         base = self.base_swa if swa else self.base
         dims = self.n_rot_swa if swa else self.n_rot
@@ -407,12 +410,25 @@ def gguf_rope(info: GGUFInfo) -> GGUFRope:
         sections=sections,
         swa=swa,
         swa_scaled=swa_scaled,
+        no_rope_step=_no_rope_step(meta, arch, layers),
         pairs=pairs,
         rope_freqs=info.rope_tensors.get("rope_freqs"),
         long=info.rope_tensors.get("rope_factors_long"),
         short=info.rope_tensors.get("rope_factors_short"),
         notes=tuple(notes),
     )
+
+
+def _no_rope_step(meta: Mapping[str, Any], arch: str, layers: int) -> int:
+    """llama.cpp's ``n_no_rope_layer_step``: layer ``il`` has no RoPE when ``(il + 1) % step ==
+    0`` (SmolLM3: every fourth layer; Llama 4: every fourth, unless its sliding window is 0);
+    0 for the architectures that rotate every layer."""
+    if arch == "smollm3":
+        return 4
+    if arch == "llama4":
+        window = meta.get(f"{arch}.attention.sliding_window")
+        return layers if window == 0 else 4
+    return 0
 
 
 def _swa_layers(meta: Mapping[str, Any], a: str, layers: int, pattern: int) -> tuple[bool, ...]:
