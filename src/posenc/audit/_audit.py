@@ -196,6 +196,10 @@ def resolve_subject(subject: Any, key: Any = None, max_bytes: int | None = None)
     """What :func:`audit` accepts as a subject, as a :class:`Subject`."""
     if isinstance(subject, str | Path):
         return file_subject(Path(subject), key, max_bytes)
+    if type(subject).__module__.startswith(("mlx.", "mlx_lm.")):  # MLX modules are dicts
+        found = object_subject(subject, type(subject).__name__)
+        if found is not None:
+            return found
     if isinstance(subject, Mapping):
         return arrays_subject(subject, "arrays", key)
     if isinstance(subject, tuple) and len(subject) in (2, 3):
@@ -329,6 +333,7 @@ def audit(
               (the layer index) to be audited layer by layer;
             - an object with ``cos_sin_cache`` (vLLM, SGLang) or ``inv_freq`` (and
               ``attention_scaling``: Hugging Face's rotary modules);
+            - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's);
             - a transformers model: its rotary buffers as they are now (``inv_freq``, or
               ``{layer_type}_inv_freq`` per layer type), audited layer by layer;
             - ``"module:attr"``: such a callable or object, imported and run in a subprocess

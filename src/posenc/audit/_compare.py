@@ -473,6 +473,15 @@ def _hypotheses(layer: RopeLayer, groups: list[_Group], plan: RopePlan) -> Itera
                 "longrope long and short factors swapped",
                 _at_layer(replace(layer, scaling=swapped)),
             )
+            original = spec.original_length
+            for which, other in (("long", "short"), ("short", "long")):
+                same = _strip_theta(spec, **{f"{other}_factor": spec.params[f"{which}_factor"]})
+                yield (
+                    f"longrope's {which} factors at every length, where the config uses the "
+                    f"short ones up to original_max_position_embeddings ({original}) and the "
+                    "long ones beyond",
+                    _at_layer(replace(layer, scaling=same)),
+                )
         if name == "yarn":
             truncate = bool(spec.params.get("truncate", True))
             flipped = _strip_theta(spec, truncate=not truncate)

@@ -431,6 +431,36 @@ def _read_rotation(
     return SubjectTables(positions, cos, sin, dtype, pairs, notes)
 
 
+@dataclass
+class MlxRopeSubject:
+    """An MLX rope module (``mlx.nn.RoPE``, mlx-lm's ``Llama3RoPE``, ``YarnRoPE``,
+    ``SuScaledRoPE``, ...): ``module(x, offset=p)`` rotates ``x`` ``(1, heads, 1, dims)`` as
+    position ``p``; probed with one basis vector per head at each probe position."""
+
+    module: Any
+    description: str
+    kind: str = "mlx"
+    fixed_positions: bool = False
+    recipe: str = F32_RECIPE + " (MLX)"
+    per_layer: bool = False
+
+    def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        import mlx.core as mx
+
+        dims = int(getattr(self.module, "dims", layer.rotary_dim))
+        text = (positions == positions[:, :1]).all(axis=1)
+        positions = positions[text]
+        basis = mx.eye(dims)[None, :, None, :]
+        matrices = []
+        for p in positions[:, 0]:
+            out = np.asarray(self.module(basis, offset=int(p)), dtype=np.float64)
+            matrices.append(out[0, :, 0, :].T)  # column j: where e_j goes
+        matrix = np.stack(matrices)
+        check_finite(matrix.reshape(len(matrices), -1), f"{self.description}'s rotation")
+        notes = ("an MLX rope module takes one position per token: compared on text rows",)
+        return _read_rotation(matrix, positions, "float32", notes if layer.multi_axis else ())
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -488,6 +518,8 @@ def model_subject(model: Any, description: str) -> FormSubject | None:
 def object_subject(value: Any, description: str) -> Subject | None:
     """The subject of a Python object: a ``cos_sin_cache`` or ``inv_freq`` attribute (vLLM's
     and SGLang's rotary objects, Hugging Face's rotary modules), a callable; None otherwise."""
+    if type(value).__module__.startswith(("mlx.", "mlx_lm.")) and callable(value):
+        return MlxRopeSubject(value, description)
     if hasattr(value, "named_modules") and hasattr(value, "config"):  # a transformers model
         return model_subject(value, description)
     cache = getattr(value, "cos_sin_cache", None)
