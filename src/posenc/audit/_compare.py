@@ -354,7 +354,10 @@ def _fits(
     dtype: str | None = None,
 ) -> bool:
     for group, form in zip(groups, forms, strict=True):
-        predicted = hypothesis(group, form)
+        try:
+            predicted = hypothesis(group, form)
+        except (ValueError, TypeError, ArithmeticError):  # the plan changed that way is invalid
+            return False
         if predicted is None:
             return False
         tables, hform = predicted
