@@ -302,3 +302,11 @@ def test_a_long_dump_is_sampled_at_the_probes_and_evenly() -> None:
     assert finding.positions[0] <= 4096
     assert finding.positions[1] == 139998  # the last row is compared
     assert finding.error_at_context is None  # position 131071 is not in the dump
+
+
+def test_float16_angles_are_named() -> None:
+    kind = layer(QWEN25_YARN)
+    omega, attention = kind.frequencies_at(None)
+    theta = (POSITIONS[:, None] * omega).astype(np.float16).astype(np.float64)
+    cos, sin = spread(np.cos(theta) * attention, "half"), spread(np.sin(theta) * attention, "half")
+    assert cause(audit(QWEN25_YARN, (cos, sin))) == "angles in float16"

@@ -225,3 +225,32 @@ def test_smollm3_layers_without_rope(tmp_path: Path) -> None:
     (wrong,) = [f for f in audit(SMOLLM3, everywhere).findings if not f.passed]
     assert wrong.layers == (3,)
     assert wrong.cause.startswith("the subject rotates this layer, but the config gives it no")
+
+
+QWEN3_VL = {
+    "model_type": "qwen3_vl",
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 128,
+        "head_dim": 64,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 262144,
+        "rope_theta": 5000000.0,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [12, 10, 10],
+                         "mrope_interleaved": True},
+    },
+}  # fmt: skip
+
+
+def test_qwen3_vl_interleaved_sections_pass_and_blocks_are_named(tmp_path: Path) -> None:
+    rope = {"rope_freq_base": 5e6, "key_length": 64, "rope_dimension_sections": [12, 10, 10, 0]}
+    vl3 = write_gguf(tmp_path / "q3.gguf", "qwen3vl", layers=2, heads=2, embd=128,
+                     context=262144, rope=rope)  # fmt: skip
+    assert audit(QWEN3_VL, vl3).passed
+    vl2 = write_gguf(tmp_path / "q2.gguf", "qwen2vl", layers=2, heads=2, embd=128,
+                     context=262144, rope=rope)  # fmt: skip
+    assert cause(audit(QWEN3_VL, vl2)) == (
+        "sections [12, 10, 10] in one block per axis where the model lays them interleaved "
+        "(mrope_interleaved)"
+    )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._rope.multi_axis import AxisOrder
 from .._rope.plan import RopeLayer, RopePlan
 from .._rope.scaling import RopeScaling, rope_frequencies
 from ..analysis._rounding import _round_bfloat16
@@ -240,6 +241,16 @@ def _shape_hypotheses(
             f"sections {sections} ignored: every pair turns with the {layer.axes[0]} coordinate",
             _with_omega_1d(layer),
         )
+        if layer.order in ("sectioned", "interleaved"):
+            flipped: AxisOrder = "sectioned" if layer.order == "interleaved" else "interleaved"
+            layout = {"sectioned": "in one block per axis", "interleaved": "interleaved"}
+            yield (
+                f"sections {sections} {layout[flipped]} where the model lays them "
+                f"{layout[layer.order]} (mrope_interleaved)",
+                _at_layer(
+                    replace(layer, order=flipped, interleaved_sections=flipped == "interleaved")
+                ),
+            )
 
 
 def _with_omega_1d(layer: RopeLayer) -> Callable[[Group, Form], tuple[Tables, Form] | None]:
@@ -364,6 +375,15 @@ def _precision_hypotheses() -> Iterator[_Hypothesis]:
         ), form
 
     yield "angles rounded to bfloat16", angles_bf16
+
+    def angles_fp16(group: Group, form: Form) -> tuple[Tables, Form]:
+        theta = form.angles(group.positions).astype(np.float16).astype(np.float64)
+        return (
+            form.spread(np.cos(theta) * form.attention),
+            form.spread(np.sin(theta) * form.attention),
+        ), form
+
+    yield "angles in float16", angles_fp16
 
 
 def width_cause(layer: RopeLayer, groups: list[Group], plan: RopePlan) -> str:
