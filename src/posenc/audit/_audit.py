@@ -351,9 +351,11 @@ def audit(
         layers: status, errors, cause), ``str(report)`` and ``report.as_dict()``.
 
     Raises:
-        ValueError, TypeError, OSError: a reference or subject that cannot be used, with one
-        line saying why (NaN in a table, a truncated file, a callable that raised or ran past
-        ``timeout``).
+        ValueError: a reference or subject that cannot be used, with one line saying why (NaN
+            in a table, a truncated file, a ``"module:attr"`` subject that raised).
+        TypeError: a reference or subject of a type the audit does not read.
+        OSError: a file that cannot be opened; ``TimeoutError`` for a ``"module:attr"``
+            subject that ran past ``timeout``.
     """
     config, described = read_reference(reference, max_bytes)
     if is_callable_spec(subject):
