@@ -73,6 +73,7 @@ def test_a_wrong_table_exits_1_with_the_cause(
 
 
 def test_a_gguf_and_a_model_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("gguf")
     config(tmp_path, LLAMA3)
     gguf = write_gguf(tmp_path / "model.gguf", "llama", layers=4, heads=4, embd=256,
                       context=131072, rope={"rope_dimension_count": 64,
@@ -111,6 +112,7 @@ def test_keys_and_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_hostile_gguf_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, message: str
 ) -> None:
+    pytest.importorskip("gguf")
     path = tmp_path / "bad.gguf"
     make(path)  # type: ignore[operator]
     code, out, err = run([config(tmp_path, LLAMA3), str(path)], capsys)
@@ -168,6 +170,7 @@ def test_a_callable_that_raises_or_hangs_is_one_line_exit_2(
 
 @pytest.mark.slow
 def test_a_gguf_audit_does_not_import_torch(tmp_path: Path) -> None:
+    pytest.importorskip("gguf")
     gguf = write_gguf(tmp_path / "model.gguf", "llama", layers=4, heads=4, embd=256,
                       context=131072, rope={"rope_dimension_count": 64,
                                             "rope_freq_base": 500000.0},

@@ -164,7 +164,12 @@ class _Reader:
 
 def read_gguf(path: Path) -> GGUFInfo:
     """The metadata and rope tensors of a GGUF file, every size checked before it is used."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    try:
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    except ImportError:
+        raise ImportError(
+            "reading .gguf files needs the gguf package: pip install 'posenc[audit]'"
+        ) from None
 
     check_exists(path)
     if path.is_dir():

@@ -82,8 +82,13 @@ def _array(tensors: dict[str, Any], name: str, path: Path, budget: int, numpy_he
 
 def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache], int]:
     """The caches of an ONNX file and the number of fused nodes."""
-    import onnx
-    from onnx import numpy_helper
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise ImportError(
+            "reading .onnx files needs the onnx package: pip install 'posenc[audit]'"
+        ) from None
 
     check_exists(path)
     size = path.stat().st_size
