@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +156,7 @@ def file_subject(path: Path, key: Any, max_bytes: int | None) -> Subject:
     if suffix not in SUFFIXES:
         raise ValueError(
             f"SUBJECT {path} must be a .gguf or .onnx file, an array file "
-            f"({', '.join(SUFFIXES)}) or "
-            "module:attr naming a Python callable or object"
+            f"({', '.join(SUFFIXES)}) or module:attr naming a Python callable or object"
         )
     wanted = set(_keys(key).values())
 
@@ -278,15 +278,11 @@ def audit_plan(
 
 
 def _without_notes(finding: LayerFinding) -> LayerFinding:
-    from dataclasses import replace
-
     return replace(finding, notes=())
 
 
 def _merge(findings: list[LayerFinding]) -> list[LayerFinding]:
     """Findings of layers with the same type, verdict and cause, as one (worst errors kept)."""
-    from dataclasses import replace
-
     merged: dict[tuple[str, str, str], LayerFinding] = {}
     for f in findings:
         key = (f.layer_type, f.status, f.cause)
