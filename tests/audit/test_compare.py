@@ -310,3 +310,28 @@ def test_float16_angles_are_named() -> None:
     theta = (POSITIONS[:, None] * omega).astype(np.float16).astype(np.float64)
     cos, sin = spread(np.cos(theta) * attention, "half"), spread(np.sin(theta) * attention, "half")
     assert cause(audit(QWEN25_YARN, (cos, sin))) == "angles in float16"
+
+
+# --------------------------------------------------------------------------- Pixtral 2-D
+
+PIXTRAL = {"model_type": "pixtral", "head_dim": 64,
+           "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0}}  # fmt: skip
+
+
+def test_pixtral_2d_passes_and_one_coordinate_for_every_pair_is_named() -> None:
+    kind = layer(PIXTRAL)
+
+    def two_d(positions: Any) -> tuple[Any, Any]:
+        cos, sin = kind.cos_sin(np.asarray(positions, dtype=np.float64))
+        return cos, sin
+
+    report = audit(PIXTRAL, two_d)
+    assert report.findings[0].status == "exact"
+
+    def rows_only(positions: Any) -> tuple[Any, Any]:  # a 1-D op fed the row index
+        flat = np.repeat(np.asarray(positions)[:, :1], 2, axis=1).astype(np.float64)
+        return kind.cos_sin(flat)
+
+    assert cause(audit(PIXTRAL, rows_only)) == (
+        "sections [16, 16] ignored: every pair turns with the height coordinate"
+    )
