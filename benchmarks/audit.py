@@ -11,6 +11,11 @@ a temporary folder, then times ``python -m posenc audit config.json model.gguf``
 process each time (interpreter start and imports included), 5 repeats (``--quick``: 1). The
 audit reads the metadata and the rope tensor only, so its time does not grow with the file.
 Each run also checks that torch was not imported. Target: under 2 s on a 2-core machine.
+
+Then the error table the audit's verdicts rest on: per rope type (default, linear, llama3,
+YaRN; head_dim 128), how far four common pipelines are from the exact table at the 1024
+positions below 32K, 128K, 512K and 1M (``--quick``: 64): float32 angles, bfloat16 tables,
+float16 tables and bfloat16 positions.
 """
 
 from __future__ import annotations
@@ -122,6 +127,78 @@ def audit_cold(folder: Path, path: Path) -> float:
     return elapsed
 
 
+#: The rope types of the error table: a config each (head_dim 128).
+ERROR_CONFIGS: dict[str, dict[str, Any]] = {
+    "default (base 10000)": {"model_type": "llama", "head_dim": 128, "rope_theta": 10000.0},
+    "linear x8 (Gemma 3 global)": {
+        "model_type": "llama",
+        "head_dim": 128,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    },
+    "llama3 (Llama 3.1)": {**CONFIG, "num_attention_heads": 32},
+    "yarn x4 (Qwen2.5)": {
+        "model_type": "qwen2",
+        "head_dim": 128,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 32768,
+        },
+    },
+}
+#: The lengths of the error table: positions just below each.
+ERROR_LENGTHS = (2**15, 2**17, 2**19, 2**20)
+
+
+def _bfloat16(values: Any) -> Any:
+    """Round float64 values to the nearest bfloat16 (ties to even), float64 out."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32)
+    return rounded.view(np.float32).astype(np.float64)
+
+
+def pipeline_errors(config: dict[str, Any], length: int, rows: int) -> dict[str, float]:
+    """The largest error against the exact table at the ``rows`` positions below ``length`` of
+    four common pipelines: float32 angles, bfloat16 tables, float16 tables, bfloat16
+    positions (cos and sin, every channel)."""
+    from posenc import rope_plan
+
+    layer = rope_plan(config).layer()
+    omega, attention = layer.frequencies_at(None)
+    positions = np.arange(length - rows, length, dtype=np.float64)
+    theta = positions[:, None] * omega
+    exact = [np.cos(theta) * attention, np.sin(theta) * attention]
+    theta32 = positions.astype(np.float32)[:, None] * omega.astype(np.float32)
+    att32 = np.float32(attention)
+    theta_bf16 = _bfloat16(positions)[:, None] * omega
+    made = {
+        "float32 angles": [np.cos(theta32) * att32, np.sin(theta32) * att32],
+        "bfloat16 tables": [_bfloat16(t) for t in exact],
+        "float16 tables": [t.astype(np.float16) for t in exact],
+        "bfloat16 positions": [np.cos(theta_bf16) * attention, np.sin(theta_bf16) * attention],
+    }
+    worst = {}
+    for name, tables in made.items():
+        pairs = zip(tables, exact, strict=True)
+        worst[name] = max(float(np.abs(np.asarray(m, np.float64) - e).max()) for m, e in pairs)
+    return worst
+
+
+def error_table(rows: int) -> str:
+    """The markdown table of :func:`pipeline_errors` for every rope type and length."""
+    names = ("float32 angles", "bfloat16 tables", "float16 tables", "bfloat16 positions")
+    header = "| rope type | positions below | " + " | ".join(names) + " |"
+    lines = [header, "|---|---|" + "---|" * len(names)]
+    for label, config in ERROR_CONFIGS.items():
+        for length in ERROR_LENGTHS:
+            errors = pipeline_errors(config, length, rows)
+            cells = " | ".join(f"{errors[n]:.1e}" for n in names)
+            lines.append(f"| {label} | {length:,} | {cells} |")
+    return "\n".join(lines)
+
+
 def run(table: Table, *, quick: bool = False) -> None:
     size = 64 * 2**20 if quick else 2**30
     repeats = 1 if quick else 5
@@ -135,6 +212,12 @@ def run(table: Table, *, quick: bool = False) -> None:
         label = f"GGUF of {stored / 2**30:.2f} GiB + config.json, cold process"
         table.add(GROUP, label, timing, note="no torch import; target < 2 s")
         print(f"audit: {label}: {median:.2f} s (min {min(times):.2f}, max {max(times):.2f})")
+    rows = 64 if quick else 1024
+    text = error_table(rows)
+    table.note(
+        f"Largest error against the exact table at the {rows} positions below each length "
+        "(cos and sin, every channel; head_dim 128):\n\n" + text
+    )
 
 
 if __name__ == "__main__":
