@@ -254,3 +254,15 @@ def test_qwen3_vl_interleaved_sections_pass_and_blocks_are_named(tmp_path: Path)
         "sections [12, 10, 10] in one block per axis where the model lays them interleaved "
         "(mrope_interleaved)"
     )
+
+
+def test_a_string_array_declaring_too_many_strings_is_refused(tmp_path: Path) -> None:
+    import struct
+
+    key = b"tokenizer.ggml.tokens"
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1)
+    field = struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 8, 2**23)
+    path = tmp_path / "tokens.gguf"
+    path.write_bytes(header + field + bytes(8 * 2**23))  # 64 MiB of empty strings
+    with pytest.raises(ValueError, match="declares 8,388,608 strings"):
+        audit(LLAMA3, path)

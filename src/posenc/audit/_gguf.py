@@ -56,6 +56,9 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
             11: "<q", 12: "<d"}  # fmt: skip
 _STRING, _ARRAY = 8, 9
 _MAX_KEEP = 4096  # longest array value kept (sections, per-layer patterns)
+#: The most strings one array may hold (tokenizers hold a few hundred thousand): each is
+#: walked in Python, so a file declaring more is refused rather than read for minutes.
+MAX_STRINGS = 2**22
 _ROPE_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 _MAX_ROPE_ELEMENTS = 65536
 
@@ -148,6 +151,11 @@ class _Reader:
         item = self.unpack("<I", f"the array type of {key}")
         count = self.unpack("<Q", f"the array length of {key}")
         if item == _STRING:
+            if count > MAX_STRINGS:
+                raise FileError(
+                    f"{self.path}: {key} declares {count:,} strings, more than the "
+                    f"{MAX_STRINGS:,} a GGUF reader here walks"
+                )
             self.skip_strings(count, f"the strings of {key}")
             return None
         if item not in _SCALARS:
