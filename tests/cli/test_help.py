@@ -10,7 +10,7 @@ import pytest
 
 from posenc.cli import main
 
-SUBCOMMANDS = ["", "demo", "table", "plot", "inspect", "identify", "plan", "explore"]
+SUBCOMMANDS = ["", "demo", "table", "plot", "inspect", "identify", "plan", "audit", "explore"]
 MARKUP = re.compile(r"``|:[a-z]+:`|`[^`\s][^`]*`")
 
 

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_MODULES = (
     "posenc",
     "posenc.analysis",
+    "posenc.audit",
     "posenc.torch",
     "posenc.torch.hf",
     "posenc.plot",

@@ -47,6 +47,7 @@ SRC = ROOT / "src" / "posenc"
 PUBLIC = {
     "posenc",
     "posenc.analysis",
+    "posenc.audit",
     "posenc.torch",
     "posenc.torch.hf",
     "posenc.plot",
@@ -183,7 +184,7 @@ def test_types_public_functions_return_are_exported() -> None:
 # -- the faces re-export, imports run down the tree -----------------------------------------------
 
 #: Public modules that only re-export: nothing public in them but ``__all__``.
-FACES = ("posenc", "posenc.analysis", "posenc.torch", "posenc.torch.hf")
+FACES = ("posenc", "posenc.analysis", "posenc.audit", "posenc.torch", "posenc.torch.hf")
 #: The edges: public packages whose private modules use the public faces of others.
 EDGES = ("posenc.cli",)
 

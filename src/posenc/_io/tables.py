@@ -42,12 +42,23 @@ from numpy.lib import format as npy_format
 from .files import FileError, check_exists
 from .sizes import format_size
 
-__all__ = ["SUFFIXES", "TORCH_SUFFIXES", "Table", "read_table", "table_shape"]
+__all__ = [
+    "MAX_DIMS",
+    "SUFFIXES",
+    "TORCH_SUFFIXES",
+    "Table",
+    "read_arrays",
+    "read_table",
+    "table_shape",
+]
 
 #: The suffixes of PyTorch files (read with torch).
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 #: The file suffixes ``read_table`` accepts (case-insensitive).
 SUFFIXES = (".npy", ".npz", *TORCH_SUFFIXES, ".safetensors")
+
+#: The most axes :func:`read_arrays` accepts in one array.
+MAX_DIMS = 4
 
 _CHUNK = 16 * 2**20  # bytes read at a time
 _MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own limit
@@ -106,13 +117,16 @@ def _where(path: Path, name: str | None) -> str:
     return f"{path}" + (f" [{name}]" if name is not None else "")
 
 
-def _check_header(where: str, header: _Header, max_bytes: int) -> int:
-    """The bytes the array will occupy, after checking dtype, dimensions and size."""
+def _check_header(where: str, header: _Header, max_bytes: int, table: bool = True) -> int:
+    """The bytes the array will occupy, after checking dtype, dimensions (a 2-D table when
+    ``table``, else at most :data:`MAX_DIMS` axes) and size."""
     if header.label == "object":
         raise TypeError(f"{where} holds Python objects (dtype object), which are never loaded")
     if header.dtype is None or header.dtype.kind not in "fiu":
         raise TypeError(f"{where} must hold numbers, got dtype {header.label}")
-    if table_shape(header.shape) is None:
+    if not table and len(header.shape) > MAX_DIMS:
+        raise ValueError(f"{where} must have at most {MAX_DIMS} axes, got shape {header.shape}")
+    if table and table_shape(header.shape) is None:
         raise ValueError(
             f"{where} must be a 2-D table (positions x channels), got shape {header.shape} "
             "(axes of size 1 are dropped, as in the PyTorch tutorial's (L, 1, d) buffer)"
@@ -498,6 +512,62 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
     Raises:
         FileError (a ValueError), TypeError or OSError, with one line naming the file.
     """
+    _check_path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npy" and key is not None:
+        raise FileError(f"--key does not apply to .npy files (got --key {key!r})")
+    with contextlib.ExitStack() as stack:
+        source = _open(path, stack, max_bytes)
+        name = None if suffix == ".npy" else _choose(path, key, source.names, _shape_of(source))
+        header = source.header(name)
+        size = _check_header(_where(path, name), header, max_bytes)
+        array = source.read(name, header, size)
+    tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
+    squeezed = array.reshape(table_shape(header.shape))  # a view: the axes dropped are of size 1
+    return Table(name, squeezed, header.label, tolerance, tuple(header.shape))
+
+
+def read_arrays(
+    path: Path, choose: Callable[[list[str]], list[str]], max_bytes: int
+) -> dict[str | None, Table]:
+    """The arrays of ``path`` that ``choose`` picks from its names (a ``.npy`` file's one array
+    is read whole, under the name None), each of at most :data:`MAX_DIMS` axes, in their stored
+    shape, with at most ``max_bytes`` in all. The same checks as :func:`read_table`.
+
+    Raises:
+        FileError (a ValueError), TypeError or OSError, with one line naming the file.
+    """
+    _check_path(path)
+    found: dict[str | None, Table] = {}
+    budget = max_bytes
+    with contextlib.ExitStack() as stack:
+        source = _open(path, stack, max_bytes)
+        names: list[str | None] = [None]
+        if path.suffix.lower() != ".npy":
+            names = list(choose(list(source.names)))
+        for name in names:
+            header = source.header(name)
+            size = _check_header(_where(path, name), header, budget, table=False)
+            budget -= size
+            array = source.read(name, header, size)
+            tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
+            found[name] = Table(name, array, header.label, tolerance, tuple(header.shape))
+    return found
+
+
+def _open(path: Path, stack: contextlib.ExitStack, max_bytes: int) -> _Source:
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return _Npy(path, stack)
+    if suffix == ".npz":
+        return _Npz(path, stack)
+    if suffix == ".safetensors":
+        return _Safetensors(path, stack)
+    return _Torch(path, stack, max_bytes)
+
+
+def _check_path(path: Path) -> None:
+    """A regular, non-empty file with one of :data:`SUFFIXES`."""
     check_exists(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, expected a file")
@@ -509,27 +579,8 @@ def read_table(path: Path, key: str | None, max_bytes: int) -> Table:
         raise FileError(
             f"FILE must end in {', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}, got {path.name!r}"
         )
-    if suffix == ".npy" and key is not None:
-        raise FileError(f"--key does not apply to .npy files (got --key {key!r})")
     if path.stat().st_size == 0:
         raise FileError(f"{path} is empty (0 bytes)")
-    with contextlib.ExitStack() as stack:
-        source: _Source
-        if suffix == ".npy":
-            source = _Npy(path, stack)
-        elif suffix == ".npz":
-            source = _Npz(path, stack)
-        elif suffix == ".safetensors":
-            source = _Safetensors(path, stack)
-        else:
-            source = _Torch(path, stack, max_bytes)
-        name = None if suffix == ".npy" else _choose(path, key, source.names, _shape_of(source))
-        header = source.header(name)
-        size = _check_header(_where(path, name), header, max_bytes)
-        array = source.read(name, header, size)
-    tolerance = _BFLOAT16_TOLERANCE if header.label == "bfloat16" else None
-    squeezed = array.reshape(table_shape(header.shape))  # a view: the axes dropped are of size 1
-    return Table(name, squeezed, header.label, tolerance, tuple(header.shape))
 
 
 def _special_kind(path: Path) -> str:

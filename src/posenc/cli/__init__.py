@@ -5,7 +5,8 @@ one error boundary of the command: whatever goes wrong in any subcommand ends as
 stderr and one of these exit codes (the README's "Command line" section lists them too):
 
 - 0: success;
-- 1: ``posenc identify`` found no convention that fits the table;
+- 1: ``posenc identify`` found no convention that fits the table; ``posenc audit`` found a
+  layer whose RoPE is wrong or worse than float32 angles;
 - 2: a problem the user can fix: a bad option or value, an input file that cannot be read or is
   too large, an output that cannot be written (no such folder, an existing file without
   ``--force``, a full disk);
@@ -29,12 +30,12 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _demo, _explore, _identify, _inspect, _plan, _plot, _table
+from . import _audit, _demo, _explore, _identify, _inspect, _plan, _plot, _table
 from ._common import HungUp, Parser, Terminated, UsageError, sigterm_raises
 
 __all__ = ["build_parser", "main"]
 
-_SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify, _plan, _explore)
+_SUBCOMMANDS = (_demo, _table, _plot, _inspect, _identify, _plan, _audit, _explore)
 
 # Exceptions that mean "the user can fix this" (exit 2): bad values and types, files that cannot
 # be read or written, a missing optional package, an input too large for memory.

@@ -1,0 +1,212 @@
+"""The audit's result: one :class:`LayerFinding` per group of layers, in an :class:`AuditReport`
+that prints as text and converts to JSON data (``as_dict``, with ``schema_version``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Status = Literal["exact", "float32_angles", "wrong", "no_positions"]
+
+#: The version of :meth:`AuditReport.as_dict`'s layout: it changes when a field is renamed,
+#: removed or changes meaning, not when one is added.
+SCHEMA_VERSION = 1
+
+#: The statuses that pass (exit code 0).
+PASSING = ("exact", "float32_angles", "no_positions")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where a subject first leaves the allowed error: the smallest position (then channel)."""
+
+    position: int
+    channel: int
+    table: str
+    subject: float
+    expected: float
+
+    @property
+    def error(self) -> float:
+        return abs(self.subject - self.expected)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "channel": self.channel,
+            "table": self.table,
+            "subject": self.subject,
+            "expected": self.expected,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class LayerFinding:
+    """The verdict on the layers ``layers`` (indices into the plan's layers; ``()`` when the
+    plan lists kinds only) of type ``layer_type``.
+
+    Attributes:
+        status: ``"exact"`` (within one unit in the last place of the subject's dtype of the
+            exact value), ``"float32_angles"`` (within :attr:`bound` of float32 angles' error
+            model, :attr:`recipe` names it), ``"wrong"``, or ``"no_positions"`` (the layer does
+            not rotate, and neither does the subject).
+        recipe: the named recipe whose error the subject is within (``"float32 angles"``).
+        bound: that recipe's largest expected error up to the model's full context.
+        max_error: the largest error against the exact table at the positions probed.
+        first_difference: where the subject first leaves the recipe's bound (wrong layers).
+        error_at_context, error_at_1m: the error at the model's last position and at position
+            2**20 - 1; None where the subject has no row there.
+        cause: what differs, in words ("" when nothing does).
+        positions: how many positions were compared, and the largest.
+        notes: what else the reading found.
+    """
+
+    layers: tuple[int, ...]
+    layer_type: str
+    status: Status
+    recipe: str | None
+    bound: float | None
+    max_error: float | None
+    first_difference: Difference | None
+    error_at_context: float | None
+    error_at_1m: float | None
+    cause: str
+    positions: tuple[int, int]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSING
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "layers": list(self.layers),
+            "layer_type": self.layer_type,
+            "status": self.status,
+            "passed": self.passed,
+            "recipe": self.recipe,
+            "bound": self.bound,
+            "max_error": self.max_error,
+            "first_difference": None
+            if self.first_difference is None
+            else self.first_difference.as_dict(),
+            "error_at_context": self.error_at_context,
+            "error_at_1m": self.error_at_1m,
+            "cause": self.cause,
+            "positions_compared": self.positions[0],
+            "largest_position": self.positions[1],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The audit of a subject against a config's plan.
+
+    Attributes:
+        reference: where the plan came from (a file, ``"dict"``, a config class).
+        model_type: the config's ``model_type``.
+        subject: what was audited, in words.
+        subject_kind: ``"arrays"``, ``"cos_sin_cache"``, ``"inv_freq"``, ``"callable"``,
+            ``"rotation"`` or ``"gguf"``.
+        context: the model's full context (``max_position_embeddings``), if the config says.
+        findings: one per group of layers with the same verdict.
+        notes: what the reading of the subject found worth saying.
+    """
+
+    reference: str
+    model_type: str | None
+    subject: str
+    subject_kind: str
+    context: int | None
+    findings: tuple[LayerFinding, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """True when every layer is exact, within float32 angles' error, or without positions."""
+        return all(f.passed for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when :attr:`passed`, else 1 (``posenc audit``'s status)."""
+        return 0 if self.passed else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "reference": self.reference,
+            "model_type": self.model_type,
+            "subject": self.subject,
+            "subject_kind": self.subject_kind,
+            "context": self.context,
+            "passed": self.passed,
+            "findings": [f.as_dict() for f in self.findings],
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+def _layers(layers: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5)`` -> ``"layers 0-2,5"``."""
+    if not layers:
+        return "every layer"
+    runs: list[str] = []
+    start = prev = layers[0]
+    for i in (*layers[1:], None):
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ("layer " if len(layers) == 1 else "layers ") + ",".join(runs)
+
+
+def _error(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
+def verdict(finding: LayerFinding) -> str:
+    """The finding's verdict in one phrase."""
+    if finding.status == "exact":
+        return "exact"
+    if finding.status == "no_positions":
+        return "no positions (as the config says)"
+    if finding.status == "float32_angles":
+        return f"within {finding.recipe}: expected <= {_error(finding.bound)} at this length"
+    return "WRONG"
+
+
+def render(report: AuditReport) -> str:
+    """The report as text: a header, then per group of layers its verdict, errors and cause."""
+    lines = [
+        f"audit of {report.subject} ({report.subject_kind}) against {report.reference}"
+        + (f" ({report.model_type})" if report.model_type else ""),
+    ]
+    if report.context:
+        lines.append(f"full context: {report.context:,} positions")
+    for finding in report.findings:
+        lines.append(f"{_layers(finding.layers)} ({finding.layer_type}): {verdict(finding)}")
+        if finding.max_error is not None:
+            lines.append(
+                f"  max error {_error(finding.max_error)} over {finding.positions[0]} positions "
+                f"up to {finding.positions[1]:,}; at full context "
+                f"{_error(finding.error_at_context)}, at 1M {_error(finding.error_at_1m)}"
+            )
+        if finding.cause:
+            lines.append(f"  cause: {finding.cause}")
+        diff = finding.first_difference
+        if diff is not None:
+            lines.append(
+                f"  first differs at position {diff.position:,}, channel {diff.channel} "
+                f"({diff.table}): {diff.subject:.7g} where exact is {diff.expected:.7g} "
+                f"(off by {diff.error:.2g})"
+            )
+        lines.extend(f"  note: {note}" for note in finding.notes)
+    lines.extend(f"note: {note}" for note in report.notes)
+    lines.append("PASS" if report.passed else "FAIL")
+    return "\n".join(lines)
