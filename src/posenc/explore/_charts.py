@@ -19,14 +19,13 @@ import numpy.typing as npt
 
 from .. import _figure_data as fd
 
-#: Colour map of the heatmaps: viridis (perceptually uniform, readable with the common forms
-#: of colour blindness and in grey), 17 anchors from low to high; the charting library's
-#: colour scale interpolates linearly between neighbours. Viridis is by Stéfan van der Walt
-#: and Nathaniel Smith (CC0).
+#: Colour map of the heatmaps: the diverging map of ``posenc demo``'s and ``posenc.plot``'s
+#: tables (matplotlib's ``RdBu_r``: blue for -1, white for 0, red for 1), 17 anchors from low
+#: to high; the charting library's colour scale interpolates linearly between neighbours.
 COLOURS = (
-    "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
-    "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
-    "#fde725",
+    "#053061", "#175290", "#2a71b2", "#3f8ec0", "#6bacd1", "#9bc9e0", "#c2ddec", "#e0ecf3",
+    "#f7f6f6", "#fbe5d8", "#fbccb4", "#f5aa89", "#e48066", "#d05548", "#ba2832", "#930e26",
+    "#67001f",
 )  # fmt: skip
 #: Colours of the curves (Okabe & Ito's palette, distinguishable with colour blindness).
 SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
@@ -50,7 +49,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     first = math.ceil(low / step - 1e-9)
     last = math.floor(high / step + 1e-9)
-    return [round(i * step, 12) for i in range(first, last + 1)]
+    digits = max(12, 2 - math.floor(math.log10(step)))
+    return [round(i * step, digits) for i in range(first, last + 1)]
 
 
 def _label(value: float) -> str:
@@ -109,6 +109,60 @@ def bounds(*arrays: Any, pad: float = 0.0) -> tuple[float, float]:
     low, high = float(values.min()), float(values.max())
     span = (high - low) or max(abs(high), 1.0)
     return low - pad * span, high + pad * span
+
+
+#: A curve whose values differ by less than this fraction of their size is constant up to
+#: rounding: :func:`fitted` draws it on a span of :data:`FLAT_SPAN` of its size.
+FLAT = 1e-6
+#: The span of the axis of a quantity constant up to rounding, as a fraction of its size (1 %).
+FLAT_SPAN = 0.02
+
+
+def fitted(label: str, *arrays: Any, pad: float = 0.05) -> dict[str, Any]:
+    """A linear axis over the finite values of ``arrays``, honest about constant quantities.
+
+    Values that differ by less than :data:`FLAT` of their size (a quantity constant up to
+    rounding) get an axis of :data:`FLAT_SPAN` (2 %, ±1 %) of their size around their middle,
+    so that they are drawn flat, a ``note`` saying in words how large the rounding is, and a
+    ``zoom`` axis over the exact variation (its ticks labelled as offsets from the middle).
+
+    >>> axis_ = fitted("score", [-5.0, -5.0 + 1e-15])
+    >>> axis_["low"] < -5.04 and axis_["high"] > -4.96, "rounding" in axis_["note"]
+    (True, True)
+    """
+    low, high = bounds(*arrays)
+    size = max(abs(low), abs(high))
+    if not (size > 0 and high - low < FLAT * size):
+        return axis(label, *bounds(*arrays, pad=pad))
+    middle = (low + high) / 2
+    shown = axis(label, middle - FLAT_SPAN / 2 * size, middle + FLAT_SPAN / 2 * size)
+    spread = high - low
+    if spread == 0:
+        shown["note"] = (
+            f"constant: every value drawn is {middle:.6g} exactly (no rounding to show); "
+            "the axis spans 2 % of it"
+        )
+        return shown
+    shown["note"] = (
+        f"constant up to rounding: the values differ by at most {spread:.2g}, "
+        f"{spread / size:.1g} of their size (float64 keeps about 16 digits); drawn flat on "
+        "an axis spanning 2 % of the value. Zoom to the rounding to see the variation."
+    )
+    shown["zoom"] = _offset_axis(label, low, high, middle)
+    return shown
+
+
+def _offset_axis(label: str, low: float, high: float, middle: float) -> dict[str, Any]:
+    """An axis over ``[low, high]`` whose ticks are labelled as offsets from ``middle``."""
+    pad = (high - low) * 0.1
+    offsets = nice_ticks(low - middle - pad, high - middle + pad)
+    ticks = [[middle + t, f"{t:+.3g}" if t else "0"] for t in offsets]
+    return {
+        "label": f"{label} − {middle:.17g}",
+        "low": low - pad,
+        "high": high + pad,
+        "ticks": ticks,
+    }
 
 
 #: The most cells a heatmap carries: wider tables are drawn at evenly spaced channels.

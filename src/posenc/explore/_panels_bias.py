@@ -84,7 +84,7 @@ def alibi_panel(v: dict[str, Any]) -> dict[str, Any]:
         f"ALiBi, {n} heads, max_bias {max_bias:g}, convention {convention!r}: head h adds "
         f"-m_h·|j - i| to the score of query i and key j; at distance {far} head {shown[0]} "
         f"adds {float(bias[shown[0] - 1, -1]):.6g}. The last figure is the convention's "
-        "rounding of each slope, relative to 2^(-max_bias·k/n) in float64.",
+        "rounding of each slope, relative to 2^(-max_bias·k/n) in float64." + _head_rule(n),
         [
             ("slope_first", "slope of head 1", N(slopes[0])),
             ("slope_last", f"slope of head {n}", N(slopes[-1])),
@@ -95,6 +95,19 @@ def alibi_panel(v: dict[str, Any]) -> dict[str, Any]:
             ("rounding", "largest |slope - exact| / exact", N(np.max(np.abs(relative)))),
         ],
         [slope_chart, bias_chart, rounding_chart],
+    )
+
+
+def _head_rule(n: int) -> str:
+    """Why the slopes of ``n`` heads zig-zag when ``n`` is not a power of two (or nothing)."""
+    if n & (n - 1) == 0:
+        return ""
+    low = 1 << (n.bit_length() - 1)
+    return (
+        f" {n} is not a power of two: the slopes are those of {low} heads (heads 1 .. {low}), "
+        f"then every other slope of {2 * low} heads (the ones between them) for the remaining "
+        f"{n - low}, so the sequence starts again near the top at head {low + 1}: the "
+        "zig-zag is the paper's rule for such head counts, not a bug."
     )
 
 

@@ -87,7 +87,7 @@ function heatmapOption(chart) {
     grid: { ...GRID, right: 72 },
     xAxis: categoryAxis(chart.x, chart.columns, chart.x_cells, false),
     yAxis: categoryAxis(chart.y, chart.rows, chart.y_cells, true),
-    visualMap: {  // the server's colour anchors (viridis) over the byte range 0 .. 255
+    visualMap: {  // the server's colour anchors (RdBu, as posenc demo) over the byte range 0 .. 255
       type: "continuous", min: 0, max: 255, dimension: 2, calculable: false,
       inRange: { color: chart.colours }, text: [String(chart.high), String(chart.low)],
       right: 0, top: "middle", itemHeight: 180, textStyle: { color: INK },
@@ -117,6 +117,23 @@ function clearCharts(figures) {
     if (instance) instance.dispose();
   }
   figures.replaceChildren();
+}
+
+function roundingNote(instance, chart) {
+  // A quantity constant up to rounding: drawn flat, the rounding said in words, and the exact
+  // variation one click away (the server sends both axes).
+  const note = el("p", { class: "note", text: chart.y.note + " " });
+  if (!chart.y.zoom) return note;
+  const button = el("button", { type: "button", class: "zoom", "aria-pressed": "false",
+                                text: "Zoom to the rounding" });
+  button.addEventListener("click", () => {
+    const zoomed = button.getAttribute("aria-pressed") !== "true";
+    button.setAttribute("aria-pressed", String(zoomed));
+    button.textContent = zoomed ? "Back to the honest scale" : "Zoom to the rounding";
+    instance.setOption({ yAxis: valueAxis(zoomed ? chart.y.zoom : chart.y) });
+  });
+  note.append(button);
+  return note;
 }
 
 function legend(chart) {
@@ -218,6 +235,7 @@ function buildPanel(panel, root, limit) {
       const note = chart.drawn ? el("figcaption", { text: chart.drawn }) : null;
       figures.append(el("figure", {}, box, chart.kind === "lines" ? legend(chart) : note));
       const instance = drawChart(box, chart);
+      if (chart.y && chart.y.note) figures.append(roundingNote(instance, chart));
       if (chart.kind === "heatmap" && panel.name === "heatmap") {
         readout = readout || el("p", { class: "pointer", "aria-live": "polite",
                                        text: "Point at the table (or focus it and use the arrow keys) for the exact value." });
