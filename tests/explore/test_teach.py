@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -92,3 +93,88 @@ def test_every_rope_type_answers_at_the_defaults() -> None:
 
 def test_panels_are_the_fourteen() -> None:
     assert len(PANELS) == 14
+
+
+def _limits() -> list[tuple[str, dict[str, Any]]]:
+    """Each panel at each control's limits (numbers at both ends, every choice), the others
+    at their defaults; settings the panel refuses are skipped by the caller."""
+    cases = []
+    for panel in PANELS:
+        for control in panel.controls:
+            if control.kind in ("int", "float"):
+                ends = [control.low, control.high]
+                values = [int(v) if control.kind == "int" else v for v in ends]
+            elif control.kind == "choice":
+                values = list(control.choices)
+            else:
+                continue
+            cases += [(panel.name, {control.name: v}) for v in values]
+    return cases
+
+
+#: The most bytes an /api answer may hold, and the most points a curve may carry.
+MAX_ANSWER = 512 * 1024
+MAX_POINTS = 2000
+
+
+@pytest.mark.slow
+def test_every_answer_at_every_controls_limit_is_bounded() -> None:
+    from posenc.explore._site import to_json
+
+    answered = flat = 0
+    for panel, values in _limits():
+        began = time.perf_counter()
+        try:
+            answer = _compute(panel, **values)
+        except ValueError:
+            continue  # a refused combination: a message, not an answer
+        assert time.perf_counter() - began < 10, (panel, values)
+        answered += 1
+        size = len(to_json(answer))
+        assert size <= MAX_ANSWER, (panel, values, size)
+        for chart in _charts(answer):
+            for s in chart.get("series", []):
+                assert len(s["x"]) <= MAX_POINTS, (panel, values, s["name"], len(s["x"]))
+            for axis_ in (chart["x"], chart["y"]):
+                # honest axes: none magnifies rounding (a span under a millionth of the
+                # values' size); a quantity constant up to rounding spans 2 % and says so
+                size_ = max(abs(axis_["low"]), abs(axis_["high"]))
+                span = axis_["high"] - axis_["low"]
+                assert span >= 1e-6 * size_, (panel, values, axis_)
+                if span < 0.01 * size_ and "zoom" not in axis_:
+                    flat += 1  # a real variation, small but far above the rounding
+        for chart in _charts(answer):
+            if "zoom" in chart["y"]:
+                assert chart["y"]["high"] - chart["y"]["low"] >= 0.01 * abs(chart["y"]["high"])
+    assert answered > 60
+    assert flat <= 2  # wavelengths at base 1.0001: 2π .. 2π·1.0001, truly that close
+
+
+def test_a_long_curve_is_sampled_with_its_extremes_and_says_so() -> None:
+    from posenc import analysis
+    from posenc._figure_data import difference_cover
+
+    answer = _compute("similarity", length=10**6, d_model=16)
+    chart = _charts(answer)[0]
+    (curve,) = chart["series"]
+    s = analysis.similarity(difference_cover(10**6, limit=2048), 16)
+    y = s.profile[s.distances >= 0]
+    assert len(curve["y"]) <= MAX_POINTS
+    assert min(curve["y"]) == pytest.approx(y.min(), rel=1e-12)
+    assert max(curve["y"]) == pytest.approx(y.max(), rel=1e-12)
+    assert f"of {y.size:,} points drawn" in chart["drawn"]
+
+
+def test_readouts_are_rounded_with_the_exact_value_kept() -> None:
+    for panel in PANELS:
+        for n in _compute(panel.name)["numbers"]:
+            assert "None" not in n["shown"], (panel.name, n)
+            for word in n["shown"].replace(",", " ").split():
+                if not any(ch in word for ch in ".e"):
+                    continue  # counts, indices: exact integers
+                digits = word.lstrip("+-").split("e")[0].replace(".", "").lstrip("0")
+                assert len(digits) <= 6, (panel.name, n)
+    alibi = {n["key"]: n for n in _compute("alibi", convention="bloom")["numbers"]}
+    exact = float(alibi["rounding"]["value"])
+    assert float(alibi["rounding"]["shown"]) == pytest.approx(exact, rel=1e-5)
+    assert alibi["rounding"]["shown"] != alibi["rounding"]["value"]

@@ -10,7 +10,9 @@ and infinities become None, which the page leaves out).
 from __future__ import annotations
 
 import base64
+import itertools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -79,25 +81,74 @@ def axis(label: str, low: float, high: float, *, log: bool = False) -> dict[str,
     }
 
 
+#: The most points a curve carries: longer ones are sampled by :func:`extremes`.
+MAX_POINTS = 2000
+
+
+def extremes(y: npt.NDArray[Any], count: int = MAX_POINTS) -> npt.NDArray[np.int64]:
+    """Indices of at most ``count`` points of ``y`` that keep its shape: ``y`` cut into
+    ``count // 2`` consecutive stretches, the lowest and the highest point of each (min-max
+    sampling: every peak and trough of the curve is drawn). A stretch of NaN keeps one NaN
+    (a gap stays a gap).
+
+    >>> extremes(np.array([0.0, 5.0, 1.0, 2.0, -3.0, 0.0]), 4).tolist()
+    [0, 1, 3, 4]
+    """
+    n = y.size
+    if n <= count:
+        return np.arange(n, dtype=np.int64)
+    edges = np.linspace(0, n, count // 2 + 1).astype(np.int64)
+    kept: list[int] = []
+    for start, stop in itertools.pairwise(edges.tolist()):
+        part = y[start:stop]
+        finite = np.isfinite(part)
+        if not finite.any():
+            kept.append(int(start))
+            continue
+        masked = np.where(finite, part, np.nan)
+        kept += [int(start + np.nanargmin(masked)), int(start + np.nanargmax(masked))]
+    return np.unique(np.asarray(kept, dtype=np.int64))
+
+
 def series(
     name: str, x: Any, y: Any, *, mode: str = "line", colour: int | None = None
 ) -> dict[str, Any]:
-    """One curve (``mode="line"``), set of points (``"points"``) or bars (``"bars"``)."""
+    """One curve (``mode="line"``), set of points (``"points"``) or bars (``"bars"``); more
+    than :data:`MAX_POINTS` points are sampled by :func:`extremes` (``total`` then says how
+    many there were)."""
     index = colour or 0
+    xs = np.ravel(np.asarray(x, dtype=np.float64))
+    ys = np.ravel(np.asarray(y, dtype=np.float64))
+    xs, ys = np.broadcast_arrays(xs, ys)
+    drawn: dict[str, Any] = {}
+    if ys.size > MAX_POINTS:
+        keep = extremes(ys)
+        drawn["total"] = int(ys.size)
+        xs, ys = xs[keep], ys[keep]
     return {
         "name": name,
-        "x": plain(np.ravel(x)),
-        "y": plain(np.ravel(y)),
+        "x": plain(xs),
+        "y": plain(ys),
         "mode": mode,
         "colour": SERIES_COLOURS[index % len(SERIES_COLOURS)],
+        **drawn,
     }
 
 
 def lines(
     x_axis: dict[str, Any], y_axis: dict[str, Any], curves: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
-    """A chart of curves over two axes."""
-    return {"kind": "lines", "x": x_axis, "y": y_axis, "series": list(curves)}
+    """A chart of curves over two axes; ``drawn`` says how many points of a sampled curve
+    are drawn ("" when every point is)."""
+    sampled = [s for s in curves if "total" in s]
+    drawn = ""
+    if sampled:
+        shown, total = max((len(s["x"]), s["total"]) for s in sampled)
+        drawn = (
+            f"{shown:,} of {total:,} points drawn (the lowest and highest point of each "
+            "stretch of the curve kept, so no peak is lost)"
+        )
+    return {"kind": "lines", "x": x_axis, "y": y_axis, "series": list(curves), "drawn": drawn}
 
 
 def bounds(*arrays: Any, pad: float = 0.0) -> tuple[float, float]:
@@ -236,3 +287,23 @@ def table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -
 def number(value: Any) -> str:
     """A float written so that it reads back exactly (``repr`` of the float64 value)."""
     return repr(float(value))
+
+
+_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def rounded(text: str, digits: int = 6) -> str:
+    """``text`` with each number that has a decimal point or an exponent rounded to
+    ``digits`` significant digits (integers, exact counts, stay as they are).
+
+    >>> rounded("111.73259061216544"), rounded("2.9785807931226316e-08, 12")
+    ('111.733', '2.97858e-08, 12')
+    """
+
+    def one(match: re.Match[str]) -> str:
+        word = match.group()
+        if not any(c in word for c in ".eE"):
+            return word
+        return f"{float(word):.{digits}g}"
+
+    return _FLOAT.sub(one, text)

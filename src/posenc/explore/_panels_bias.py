@@ -67,17 +67,15 @@ def alibi_panel(v: dict[str, Any]) -> dict[str, Any]:
     distances = fd.even_positions(far + 1, CURVE_POINTS)
     # the query at position `far`, keys `far - d`: the bias of each distance d
     bias = alibi_bias(n, [far], far - distances, max_bias=max_bias, convention=convention)[:, 0]
-    low, high = ch.bounds(bias[np.array(shown) - 1], pad=0.05)
     bias_chart = ch.lines(
         ch.axis("distance |j - i| (query - key)", 0, max(far, 1)),
-        ch.axis("bias added to the score (float32)", low, high),
+        ch.fitted("bias added to the score (float32)", bias[np.array(shown) - 1]),
         [ch.series(f"head {h}", distances, bias[h - 1], colour=i) for i, h in enumerate(shown)],
     )
     relative = (slopes.astype(np.float64) - exact) / exact
-    low, high = ch.bounds(relative, pad=0.05)
     rounding_chart = ch.lines(
         ch.axis("head h", 0.5, n + 0.5),
-        ch.axis("(slope - exact slope) / exact slope", low, high),
+        ch.fitted("(slope - exact slope) / exact slope", relative),
         [ch.series(f"{convention} rounding", head, relative, mode="points", colour=1)],
     )
     return result(

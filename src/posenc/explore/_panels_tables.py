@@ -154,10 +154,9 @@ def similarity_panel(v: dict[str, Any]) -> dict[str, Any]:
     s = similarity(positions, v["d_model"], **_conv(v), metric=v["metric"])
     keep = s.distances >= 0
     x, y = s.distances[keep], s.profile[keep]
-    low, high = ch.bounds(y, pad=0.05)
     chart = ch.lines(
         ch.axis("distance p - q", 0, max(int(x.max()), 1)),
-        ch.axis(f"{v['metric']} similarity", low, high),
+        ch.fitted(f"{v['metric']} similarity", y),
         [ch.series("similarity of PE[p] and PE[q]", x, y, colour=0)],
     )
     return result(

@@ -19,6 +19,7 @@ import posenc
 from posenc import analysis
 from posenc._figure_data import sin_cos_channels
 from posenc.explore import PANELS, ExplorerServer
+from posenc.explore._charts import rounded
 
 from . import chromium
 
@@ -101,7 +102,10 @@ def _set(driver: Any, panel: str, name: str, value: str) -> None:
 
 
 def _number(driver: Any, panel: str, key: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']").text)
+    """The exact value of a number the panel shows (the page shows it rounded)."""
+    number = driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']")
+    assert number.text == rounded(number.get_attribute("data-exact"))
+    return str(number.get_attribute("data-exact"))
 
 
 def test_every_panel_renders_without_console_errors(browser: Any, server: ExplorerServer) -> None:

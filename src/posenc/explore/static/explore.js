@@ -165,11 +165,24 @@ function controlInput(panel, control) {
 }
 
 function renderNumbers(list, numbers) {
+  // Rounded to 6 significant digits; the exact value on hover (title) and when copied.
   list.replaceChildren();
   for (const n of numbers) {
-    list.append(el("dt", { text: n.label }), el("dd", { "data-key": n.key, text: n.value }));
+    const value = el("dd", { "data-key": n.key, "data-exact": n.value, title: n.value,
+                             text: n.shown });
+    list.append(el("dt", { text: n.label }), value);
   }
 }
+
+document.addEventListener("copy", event => {
+  // Copying a rounded number copies its exact value.
+  const selection = document.getSelection();
+  const node = selection && selection.anchorNode && selection.anchorNode.parentElement;
+  const number = node && node.closest("dd[data-exact]");
+  if (!number || !selection.toString().trim() || number.dataset.exact === number.textContent) return;
+  event.clipboardData.setData("text/plain", number.dataset.exact);
+  event.preventDefault();
+});
 
 function renderTables(box, tables) {
   box.replaceChildren();
@@ -232,8 +245,8 @@ function buildPanel(panel, root, limit) {
     charts.forEach((chart, i) => {
       const box = el("div", { class: "chart", role: "img", tabindex: "0",
                               "aria-label": `${panel.title}, figure ${i + 1}: ${r.caption}` });
-      const note = chart.drawn ? el("figcaption", { text: chart.drawn }) : null;
-      figures.append(el("figure", {}, box, chart.kind === "lines" ? legend(chart) : note));
+      const note = chart.drawn ? el("figcaption", { class: "drawn", text: chart.drawn }) : null;
+      figures.append(el("figure", {}, box, chart.kind === "lines" ? legend(chart) : null, note));
       const instance = drawChart(box, chart);
       if (chart.y && chart.y.note) figures.append(roundingNote(instance, chart));
       if (chart.kind === "heatmap" && panel.name === "heatmap") {
