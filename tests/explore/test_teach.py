@@ -178,3 +178,87 @@ def test_readouts_are_rounded_with_the_exact_value_kept() -> None:
     exact = float(alibi["rounding"]["value"])
     assert float(alibi["rounding"]["shown"]) == pytest.approx(exact, rel=1e-5)
     assert alibi["rounding"]["shown"] != alibi["rounding"]["value"]
+
+
+def test_the_content_security_policy_is_unchanged(server: Any) -> None:
+    from .conftest import request
+
+    for path in ("/", "/static/explore.js", "/api/panels", "/api/panel/rope"):
+        status, _ = request(server, path)
+        assert status == 200
+    import http.client
+
+    for path in ("/", "/api/panel/rope"):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        policy = response.getheader("Content-Security-Policy")
+        assert policy == "default-src 'self'; frame-ancestors 'none'"
+
+
+def test_every_slider_steps_through_allowed_values_including_the_default() -> None:
+    for panel in PANELS:
+        for control in panel.controls:
+            stops = control.stops()
+            if control.kind not in ("int", "float"):
+                assert stops == []
+                continue
+            assert control.default in stops, (panel.name, control.name)
+            assert stops == sorted(set(stops))
+            assert stops[0] == control.low
+            assert stops[-1] == control.high
+            assert len(stops) <= 130
+            for value in stops:
+                control.parse(repr(value) if control.kind == "float" else str(value))
+
+
+#: The ideas of the guided path, in the tutorial's order.
+ORDER = ("need", "table", "wavelengths", "shift", "similarity", "precision", "bug", "rope",
+         "scaling", "alibi", "buckets")  # fmt: skip
+
+
+def test_the_guided_path_follows_the_tutorial_and_each_link_resolves(server: Any) -> None:
+    import re
+    from urllib.parse import urlencode
+
+    from .conftest import request
+
+    status, body = request(server, "/api/path")
+    assert status == 200
+    steps = body["steps"]
+    assert tuple(s["name"] for s in steps) == ORDER
+    pages: dict[str, str] = {}
+    for step in steps:
+        assert 1 <= len(step["controls"]) <= 2, step["name"]
+        assert step["try"].endswith(".")
+        assert step["notice"].endswith(".")
+        values = {c["name"]: c["default"] for c in step["controls"]} | step["fixed"]
+        query = urlencode(values)
+        status, answer = request(server, f"/api/panel/{step['panel']}?{query}")
+        assert status == 200, (step["name"], answer)
+        page = step["link"]["page"]
+        if page not in pages:
+            status, html = request(server, f"/docs/{page}")
+            assert status == 200
+            pages[page] = html.decode()
+        assert f'id="{step["link"]["anchor"]}"' in pages[page], step["link"]
+    for html in pages.values():  # within the Content-Security-Policy
+        assert not re.search(r"<script|\sstyle=|<style|\son\w+=", html)
+        assert "src=" not in html.replace('<link rel="icon" href', "")
+    status, body = request(server, "/docs/deploying")
+    assert status == 404
+
+
+def test_the_tutorial_pages_go_into_the_wheel() -> None:
+    from pathlib import Path
+
+    from posenc.explore._docs import DOCS
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    included = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert included == {f"docs/{d}.md": f"posenc/explore/docs/{d}.md" for d in DOCS}

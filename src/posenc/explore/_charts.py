@@ -78,6 +78,7 @@ def axis(label: str, low: float, high: float, *, log: bool = False) -> dict[str,
         "low": low,
         "high": high,
         "ticks": list(zip(ticks, labels, strict=True)),
+        **({"log": True} if log else {}),
     }
 
 
@@ -148,7 +149,16 @@ def lines(
             f"{shown:,} of {total:,} points drawn (the lowest and highest point of each "
             "stretch of the curve kept, so no peak is lost)"
         )
+    for s in curves:  # the values a log axis stands for, for the page's readout
+        for name, axis_ in (("xv", x_axis), ("yv", y_axis)):
+            if axis_.get("log"):
+                s[name] = [None if v is None else _power(v) for v in s[name[0]]]
     return {"kind": "lines", "x": x_axis, "y": y_axis, "series": list(curves), "drawn": drawn}
+
+
+def _power(exponent: float) -> float | None:
+    value = 10.0**exponent
+    return value if math.isfinite(value) else None
 
 
 def bounds(*arrays: Any, pad: float = 0.0) -> tuple[float, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -332,3 +333,185 @@ def test_the_narrow_layout_renders(server: ExplorerServer) -> None:
         assert _errors(driver) == []
     finally:
         driver.quit()
+
+
+def _chart_option(driver: Any, panel: str, index: int) -> Any:
+    script = (
+        "const box = document.querySelectorAll(`#${arguments[0]} .chart`)[arguments[1]];"
+        "const o = echarts.getInstanceByDom(box).getOption();"
+        "return [o.yAxis[0].min, o.yAxis[0].max];"
+    )
+    return driver.execute_script(script, panel, index)
+
+
+def test_dragging_a_slider_redraws_during_the_drag(browser: Any) -> None:
+    _fresh(browser, "rope")
+    _moved.add("rope")
+    slider = browser.find_element(By.ID, "rope-p-slider")
+    before = _updates(browser, "rope")
+    drag = ActionChains(browser).click_and_hold(slider)
+    for _ in range(4):
+        drag.move_by_offset(6, 0).pause(0.25)
+    drag.perform()
+    during = _updates(browser, "rope")  # the button is still held
+    ActionChains(browser).release().perform()
+    assert during >= before + 2, (before, during)
+    box = browser.find_element(By.ID, "rope-p")
+    assert int(box.get_attribute("value")) != 12  # the number box follows the slider
+
+
+def test_the_readout_shows_the_value_under_the_pointer_on_a_line_chart(browser: Any) -> None:
+    _fresh(browser, "similarity")
+    _moved.add("similarity")
+    box = browser.find_elements(By.CSS_SELECTOR, "#similarity .chart")[0]
+    readout = browser.find_element(By.CSS_SELECTOR, "#similarity .readout")
+    box.send_keys(Keys.HOME, Keys.ARROW_RIGHT)  # the keyboard: distance 1
+    s = analysis.similarity(np.arange(256), 64)
+    at_1 = float(s.profile[list(s.distances).index(1)])
+    WebDriverWait(browser, 10).until(lambda d: readout.text.startswith("distance p - q = 1 "))
+    assert readout.text.endswith(f"{float(f'{at_1:.6g}'):g}")
+    ActionChains(browser).move_to_element(box).move_by_offset(100, 0).perform()  # the mouse
+    WebDriverWait(browser, 10).until(lambda d: not readout.text.startswith("distance p - q = 1 "))
+    distance, value = re.fullmatch(r"distance p - q = (\d+) · .*: (\S+)", readout.text).groups()
+    assert float(value) == pytest.approx(
+        float(s.profile[list(s.distances).index(int(distance))]), rel=1e-5
+    )
+
+
+def test_the_rope_score_at_a_distant_position_is_flat_with_its_rounding_stated(
+    browser: Any,
+) -> None:
+    _fresh(browser, "rope")
+    _set(browser, "rope", "p", "10000000")
+    score = abs(float(_number(browser, "rope", "score")))
+    low, high = _chart_option(browser, "rope", 1)
+    assert high - low >= 0.01 * score
+    note = browser.find_element(By.CSS_SELECTOR, "#rope .note")
+    assert re.search(r"constant up to rounding: the values differ by at most \S+e-\d\d", note.text)
+    note.find_element(By.CSS_SELECTOR, "button.zoom").click()
+    low, high = _chart_option(browser, "rope", 1)
+    assert high - low < 1e-6 * score
+
+
+def test_the_largest_answer_at_the_panels_limits_is_under_512_kb(browser: Any) -> None:
+    fetch = (
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0]).then(r => r.text()).then(t => done(t.length));"
+    )
+    sizes = [
+        browser.execute_async_script(fetch, path)
+        for path in (
+            "/api/panel/similarity?length=10000000",
+            "/api/panel/heatmap?length=10000000&d_model=4096",
+            "/api/panel/buckets?max_distance=100000",
+            "/api/panel/scaling?head_dim=4096",
+        )
+    ]
+    assert max(sizes) <= 512 * 1024, sizes
+
+
+def test_a_slow_update_dims_the_figure_and_says_so(browser: Any, server: ExplorerServer) -> None:
+    _fresh(browser, "wavelengths")
+    section = browser.find_element(By.ID, "wavelengths")
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.6
+    try:
+        _moved.add("wavelengths")
+        before = _updates(browser, "wavelengths")
+        browser.find_element(By.ID, "wavelengths-d_model").send_keys(Keys.BACKSPACE, Keys.TAB)
+        WebDriverWait(browser, 5, poll_frequency=0.02).until(
+            lambda d: "busy" in section.get_attribute("class")
+        )
+        opacity = browser.execute_script(
+            "return getComputedStyle(arguments[0].querySelector('.figures')).opacity", section
+        )
+        assert float(opacity) < 1
+        assert "computing" in section.find_element(By.CSS_SELECTOR, ".busy-note").text
+        WebDriverWait(browser, 10).until(lambda d: _updates(d, "wavelengths") > before)
+        assert "busy" not in section.get_attribute("class")
+    finally:
+        server.app.config["POSENC_EXPLORE_DELAY"] = None
+
+
+def test_an_answer_older_than_the_latest_request_is_dropped(
+    browser: Any, server: ExplorerServer
+) -> None:
+    _fresh(browser, "rope")
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda q: 1.0 if q.get("p") == "40" else 0.0
+    try:
+        _moved.add("rope")
+        box = browser.find_element(By.ID, "rope-p")
+        for value in ("40", "50"):  # the first answer arrives last
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(value, Keys.TAB)
+            box.click()
+        WebDriverWait(browser, 10).until(lambda d: "50" in _label(d, "rope", "score"))
+        time.sleep(1.2)  # the slow answer for p = 40 has arrived by now
+        assert "at 50" in _label(browser, "rope", "score")
+    finally:
+        server.app.config["POSENC_EXPLORE_DELAY"] = None
+
+
+def _label(driver: Any, panel: str, key: str) -> str:
+    number = driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']")
+    return str(
+        driver.execute_script("return arguments[0].previousElementSibling.textContent", number)
+    )
+
+
+def test_the_keyboard_alone_reaches_every_control(browser: Any) -> None:
+    _fresh(browser)
+    browser.execute_script(
+        "window.reached = new Set();"
+        "document.addEventListener('focusin', e => window.reached.add(e.target.id));"
+        "document.activeElement.blur(); window.scrollTo(0, 0);"
+    )
+    wanted = {f"{p.name}-{c.name}" for p in PANELS for c in p.controls}
+    wanted |= {f"{p.name}-{c.name}-slider" for p in PANELS for c in p.controls if c.stops()}
+    ActionChains(browser).send_keys(Keys.TAB * (len(wanted) + 120)).perform()
+    reached = set(browser.execute_script("return [...window.reached]"))
+    assert wanted <= reached, sorted(wanted - reached)[:5]
+    assert _errors(browser) == []
+
+
+#: The guided path's steps, in the tutorial's order.
+STEPS = ("need", "table", "wavelengths", "shift", "similarity", "precision", "bug", "rope",
+         "scaling", "alibi", "buckets")  # fmt: skip
+
+
+def test_the_guided_path_steps_load_in_order_and_link_to_the_tutorial(
+    browser: Any, server: ExplorerServer
+) -> None:
+    _fresh(browser)
+    path = browser.find_element(By.ID, "path")
+    assert path.location["y"] < browser.find_element(By.ID, "lab").location["y"]  # opens on it
+    links = []
+    for i, name in enumerate(STEPS):
+        if i:
+            browser.find_element(By.ID, "step-next").click()
+        WebDriverWait(browser, 20).until(lambda d, n=name: path.get_attribute("data-step") == n)
+        section = browser.find_element(By.ID, f"step-{name}")
+        assert section.is_displayed()
+        assert section.find_elements(By.TAG_NAME, "canvas"), name
+        assert section.find_element(By.CSS_SELECTOR, ".try").text.startswith("Try this:")
+        assert section.find_element(By.CSS_SELECTOR, ".notice").text.startswith("Notice:")
+        assert (
+            1
+            <= len(section.find_elements(By.CSS_SELECTOR, "form input:not(.slider), form select"))
+            <= 2
+        )
+        shown = [
+            s for s in browser.find_elements(By.CSS_SELECTOR, "#step section") if s.is_displayed()
+        ]
+        assert len(shown) == 1  # one idea at a time
+        links.append(section.find_element(By.CSS_SELECTOR, "a.tutorial").get_attribute("href"))
+    assert browser.find_element(By.ID, "step-next").get_attribute("disabled")
+    assert _errors(browser) == []
+    _moved.add("heatmap")  # the page is left below
+    for link in links:  # offline: the explorer serves the tutorial itself
+        assert link.startswith(server.url)
+        browser.get(link)
+        anchor = link.partition("#")[2]
+        assert browser.execute_script(
+            "return document.getElementById(arguments[0]) !== null", anchor
+        )
+    assert _errors(browser) == []
