@@ -1,7 +1,9 @@
 """The interactive explorer: a local web app whose every number is computed by posenc.
 
 ``posenc explore`` starts it; from Python, :func:`make_server` returns the server, bound but
-not yet serving. The page shows fourteen panels (the table as a heatmap, channels, wavelengths,
+not yet serving. The page opens on a guided path, eleven steps in the tutorial's order
+with a live figure each and a link to the tutorial pages it serves itself (``/docs/NAME``),
+then a lab of fourteen panels (the table as a heatmap, channels, wavelengths,
 similarity, the shift as a rotation, precision, the odd-exponent cosine bug, RoPE, RoPE
 scalings, multi-axis RoPE, a model's rope plan from its ``config.json``, identifying a table,
 ALiBi's slopes per head, and T5's and DeBERTa's relative-position buckets); each has a

@@ -206,7 +206,7 @@ def fitted(label: str, *arrays: Any, pad: float = 0.05) -> dict[str, Any]:
         return shown
     shown["note"] = (
         f"constant up to rounding: the values differ by at most {spread:.2g}, "
-        f"{spread / size:.1g} of their size (float64 keeps about 16 digits); drawn flat on "
+        f"{spread / size:.1g} of their size, the rounding of float64 arithmetic; drawn flat on "
         "an axis spanning 2 % of the value. Zoom to the rounding to see the variation."
     )
     shown["zoom"] = _offset_axis(label, low, high, middle)

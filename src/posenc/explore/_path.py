@@ -82,8 +82,9 @@ STEPS = (
          "Drag d_model from 64 down to 8 and up to 512.",
          "The dot product is largest at distance 0 and falls, with ripples; more channels "
          "give a smoother fall.", "tutorial#5-nearby-positions-look-alike"),
-    Step("precision", "Precision", "A computer stores each value with a few digits: the usual "
-         "float32 recipe loses them at long positions, posenc does not.", "precision",
+    Step("precision", "Precision", "A computer stores each value with a few digits: the float32 "
+         "recipe (the usual code, which computes the angles in float32) loses them at long "
+         "positions; posenc does not.", "precision",
          ("max_position",),
          "Drag the largest position up to 10^8.",
          "The recipe's error grows with the position (its angles are float32); posenc's "
@@ -92,7 +93,8 @@ STEPS = (
          "pair another frequency than its sine.", "bug", ("pair",),
          "Drag the pair from 0 upwards.",
          "With the bug the cosine channel drifts away from the correct one, and the shift "
-         "residual is far from 0: no rotation maps PE[p] to PE[p+1].",
+         "residual (the largest |PE[p+1] - M_1·PE[p]|) is far from 0: no rotation maps PE[p] "
+         "to PE[p+1].",
          "tutorial#7-the-odd-exponent-cosine-bug-recognised"),
     Step("rope", "RoPE: rotate q and k", "RoPE turns each pair of the query by p·ω and of "
          "the key by its own position: their score depends on the distance only.", "rope",

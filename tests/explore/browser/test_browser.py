@@ -345,7 +345,6 @@ def _chart_option(driver: Any, panel: str, index: int) -> Any:
 
 
 def test_dragging_a_slider_redraws_during_the_drag(browser: Any) -> None:
-    _fresh(browser, "rope")
     _moved.add("rope")
     slider = browser.find_element(By.ID, "rope-p-slider")
     before = _updates(browser, "rope")
@@ -381,7 +380,6 @@ def test_the_readout_shows_the_value_under_the_pointer_on_a_line_chart(browser: 
 def test_the_rope_score_at_a_distant_position_is_flat_with_its_rounding_stated(
     browser: Any,
 ) -> None:
-    _fresh(browser, "rope")
     _set(browser, "rope", "p", "10000000")
     score = abs(float(_number(browser, "rope", "score")))
     low, high = _chart_option(browser, "rope", 1)
@@ -400,20 +398,18 @@ def test_the_largest_answer_at_the_panels_limits_is_under_512_kb(browser: Any) -
     )
     sizes = [
         browser.execute_async_script(fetch, path)
-        for path in (
-            "/api/panel/similarity?length=10000000",
-            "/api/panel/heatmap?length=10000000&d_model=4096",
-            "/api/panel/buckets?max_distance=100000",
+        for path in (  # the largest answers at the limits (tests/explore/test_teach.py)
             "/api/panel/scaling?head_dim=4096",
+            "/api/panel/buckets?max_distance=100000",
+            "/api/panel/similarity?length=1000000",
         )
     ]
     assert max(sizes) <= 512 * 1024, sizes
 
 
 def test_a_slow_update_dims_the_figure_and_says_so(browser: Any, server: ExplorerServer) -> None:
-    _fresh(browser, "wavelengths")
     section = browser.find_element(By.ID, "wavelengths")
-    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.6
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.4
     try:
         _moved.add("wavelengths")
         before = _updates(browser, "wavelengths")
@@ -435,8 +431,7 @@ def test_a_slow_update_dims_the_figure_and_says_so(browser: Any, server: Explore
 def test_an_answer_older_than_the_latest_request_is_dropped(
     browser: Any, server: ExplorerServer
 ) -> None:
-    _fresh(browser, "rope")
-    server.app.config["POSENC_EXPLORE_DELAY"] = lambda q: 1.0 if q.get("p") == "40" else 0.0
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda q: 0.5 if q.get("p") == "40" else 0.0
     try:
         _moved.add("rope")
         box = browser.find_element(By.ID, "rope-p")
@@ -445,7 +440,7 @@ def test_an_answer_older_than_the_latest_request_is_dropped(
             box.send_keys(value, Keys.TAB)
             box.click()
         WebDriverWait(browser, 10).until(lambda d: "50" in _label(d, "rope", "score"))
-        time.sleep(1.2)  # the slow answer for p = 40 has arrived by now
+        time.sleep(0.7)  # the slow answer for p = 40 has arrived by now
         assert "at 50" in _label(browser, "rope", "score")
     finally:
         server.app.config["POSENC_EXPLORE_DELAY"] = None
@@ -459,7 +454,6 @@ def _label(driver: Any, panel: str, key: str) -> str:
 
 
 def test_the_keyboard_alone_reaches_every_control(browser: Any) -> None:
-    _fresh(browser)
     browser.execute_script(
         "window.reached = new Set();"
         "document.addEventListener('focusin', e => window.reached.add(e.target.id));"
@@ -481,7 +475,6 @@ STEPS = ("need", "table", "wavelengths", "shift", "similarity", "precision", "bu
 def test_the_guided_path_steps_load_in_order_and_link_to_the_tutorial(
     browser: Any, server: ExplorerServer
 ) -> None:
-    _fresh(browser)
     path = browser.find_element(By.ID, "path")
     assert path.location["y"] < browser.find_element(By.ID, "lab").location["y"]  # opens on it
     links = []
@@ -506,7 +499,7 @@ def test_the_guided_path_steps_load_in_order_and_link_to_the_tutorial(
         links.append(section.find_element(By.CSS_SELECTOR, "a.tutorial").get_attribute("href"))
     assert browser.find_element(By.ID, "step-next").get_attribute("disabled")
     assert _errors(browser) == []
-    _moved.add("heatmap")  # the page is left below
+    _moved.update(p.name for p in PANELS)  # the page is left below: a later test reloads it
     for link in links:  # offline: the explorer serves the tutorial itself
         assert link.startswith(server.url)
         browser.get(link)
