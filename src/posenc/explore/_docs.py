@@ -50,14 +50,25 @@ def source(name: str) -> str:
     raise MissingPage(f"the tutorial page {name}.md is not installed with this copy of posenc")
 
 
-def _link(target: str) -> str:
-    """Where a link of a page points in the explorer (pages of :data:`DOCS` stay inside)."""
+def _link(target: str) -> str | None:
+    """Where a link of a page points in the explorer: pages of :data:`DOCS` stay inside, other
+    pages of the docs are not served (None: the link is written as text and the file's name)."""
     page, _, anchor = target.partition("#")
     if page.endswith(".md") and "/" not in page and page[:-3] in DOCS:
         return f"/docs/{page[:-3]}" + (f"#{anchor}" if anchor else "")
     if not page:
         return f"#{anchor}"
+    if "://" not in page:
+        return None
     return target
+
+
+def _anchor(match: re.Match[str]) -> str:
+    text, target = match.group(1), match.group(2)
+    href = _link(html.unescape(target))
+    if href is None:
+        return f"{text} (docs/{html.escape(target.partition('#')[0])})"
+    return f'<a href="{html.escape(href)}">{text}</a>'
 
 
 def _inline(text: str) -> str:
@@ -70,11 +81,7 @@ def _inline(text: str) -> str:
             continue
         part = html.escape(part, quote=False)
         part = re.sub(r"!\[([^\]]*)\]\(([^)]*)\)", r"<em>[figure: \1]</em>", part)
-        part = re.sub(
-            r"\[([^\]]+)\]\(([^)\s]+)\)",
-            lambda m: f'<a href="{html.escape(_link(m.group(2)))}">{m.group(1)}</a>',
-            part,
-        )
+        part = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", _anchor, part)
         part = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", part)
         out.append(part)
     return "".join(out)
@@ -94,6 +101,8 @@ def body(markdown: str) -> str:
     >>> print(body("## 1. Why positions\\n\\nSee `PE[p]` in [RoPE](rope.md#1-pairs)."))
     <h2 id="1-why-positions">1. Why positions</h2>
     <p>See <code>PE[p]</code> in <a href="/docs/rope#1-pairs">RoPE</a>.</p>
+    >>> print(body("The [explorer](explore.md) draws it."))
+    <p>The explorer (docs/explore.md) draws it.</p>
     """
     out: list[str] = []
     lines = markdown.splitlines()

@@ -408,22 +408,30 @@ def test_the_largest_answer_at_the_panels_limits_is_under_512_kb(browser: Any) -
 
 
 def test_a_slow_update_dims_the_figure_and_says_so(browser: Any, server: ExplorerServer) -> None:
-    section = browser.find_element(By.ID, "wavelengths")
-    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.4
+    watch = (  # what the page shows while the answer is awaited, recorded by the page itself
+        "const section = document.getElementById('wavelengths'); window.seen = null;"
+        "new MutationObserver((changes, observer) => {"
+        "  if (!section.classList.contains('busy') || window.seen) return;"
+        "  window.seen = [getComputedStyle(section.querySelector('.figures')).opacity,"
+        "                 section.querySelector('.busy-note').textContent, performance.now()];"
+        "  observer.disconnect();"
+        "}).observe(section, { attributes: true, attributeFilter: ['class'] });"
+        "window.asked = performance.now();"
+    )
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.5
     try:
         _moved.add("wavelengths")
         before = _updates(browser, "wavelengths")
+        browser.execute_script(watch)
         browser.find_element(By.ID, "wavelengths-d_model").send_keys(Keys.BACKSPACE, Keys.TAB)
-        WebDriverWait(browser, 5, poll_frequency=0.02).until(
-            lambda d: "busy" in section.get_attribute("class")
-        )
-        opacity = browser.execute_script(
-            "return getComputedStyle(arguments[0].querySelector('.figures')).opacity", section
-        )
-        assert float(opacity) < 1
-        assert "computing" in section.find_element(By.CSS_SELECTOR, ".busy-note").text
         WebDriverWait(browser, 10).until(lambda d: _updates(d, "wavelengths") > before)
+        opacity, note, at = browser.execute_script("return window.seen")
+        assert at - browser.execute_script("return window.asked") >= 150  # not at once
+        assert float(opacity) < 1
+        assert "computing" in note
+        section = browser.find_element(By.ID, "wavelengths")
         assert "busy" not in section.get_attribute("class")
+        assert section.find_element(By.CSS_SELECTOR, ".busy-note").text == ""
     finally:
         server.app.config["POSENC_EXPLORE_DELAY"] = None
 
