@@ -53,7 +53,9 @@ function linesOption(chart, box) {
   return {
     animation: false,
     grid: chart.square ? squareGrid(box) : GRID,
-    xAxis: valueAxis(chart.x),
+    xAxis: { ...valueAxis(chart.x),  // a vertical rule at the readout's position (canvas)
+             axisPointer: { show: true, type: "line", snap: false, triggerTooltip: false,
+                            label: { show: false }, lineStyle: { color: "#555", type: "dashed" } } },
     yAxis: valueAxis(chart.y),
     series: chart.series.map(s => ({
       name: s.name, type: kinds[s.mode] || "line", silent: true, clip: true,
@@ -144,6 +146,7 @@ function lineReadout(box, instance, chart) {
     }).filter(Boolean);
     const xs = (main.xv || main.x)[cursor];
     readout.textContent = `${chart.x.label} = ${shortValue(xs)} · ${parts.join(" · ")}`;
+    return x;
   };
   instance.getZr().on("mousemove", event => {
     const [x] = instance.convertFromPixel({ gridIndex: 0 }, [event.offsetX, event.offsetY]);
@@ -157,7 +160,8 @@ function lineReadout(box, instance, chart) {
     const moves = { ArrowLeft: -1, ArrowRight: 1, PageDown: -10, PageUp: 10, Home: -1e9, End: 1e9 };
     if (!(event.key in moves)) return;
     event.preventDefault();
-    say(cursor + moves[event.key]);
+    const x = say(cursor + moves[event.key]);
+    instance.setOption({ xAxis: { axisPointer: { value: x, status: "show" } } });
   });
   return readout;
 }
