@@ -262,3 +262,16 @@ def test_the_tutorial_pages_go_into_the_wheel() -> None:
     config = tomllib.loads((root / "pyproject.toml").read_text())
     included = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert included == {f"docs/{d}.md": f"posenc/explore/docs/{d}.md" for d in DOCS}
+
+
+def test_every_step_answers_across_its_controls_ranges() -> None:
+    from posenc.explore._path import STEPS
+
+    for step in STEPS:
+        controls = step.exposed()
+        defaults = {c.name: c.default for c in controls} | dict(step.values)
+        for control in controls:
+            ends = control.stops()[:: max(len(control.stops()) - 1, 1)] or list(control.choices)
+            for value in ends:
+                answer = _compute(step.panel, **(defaults | {control.name: value}))
+                assert answer["chart"], (step.name, control.name, value)

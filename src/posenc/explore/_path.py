@@ -8,16 +8,18 @@ explorer serves itself (:mod:`._docs`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ._controls import Control
 from ._site import BY_NAME
 
 
 @dataclass(frozen=True)
 class Step:
     """One step: ``panel`` draws its figure with ``controls`` exposed (names of the panel's
-    controls), ``values`` overriding some defaults; ``link`` is ``page#anchor``."""
+    controls), ``values`` overriding some defaults, ``ranges`` narrowing an exposed control's
+    range to the values the step's others allow; ``link`` is ``page#anchor``."""
 
     name: str
     title: str
@@ -28,16 +30,22 @@ class Step:
     notice: str
     link: str
     values: tuple[tuple[str, Any], ...] = ()
+    ranges: tuple[tuple[str, float, float], ...] = ()
+
+    def exposed(self) -> list[Control]:
+        """The step's controls: the panel's, with the step's default and a range narrowed
+        to what the step's other values allow (the server still accepts the panel's)."""
+        fixed, ranges = dict(self.values), {n: (lo, hi) for n, lo, hi in self.ranges}
+        shown = []
+        for c in BY_NAME[self.panel].controls:
+            if c.name in self.controls:
+                low, high = ranges.get(c.name, (c.low, c.high))
+                shown.append(replace(c, default=fixed.get(c.name, c.default), low=low, high=high))
+        return shown
 
     def as_dict(self) -> dict[str, Any]:
-        panel = BY_NAME[self.panel]
         fixed = dict(self.values)
-        controls = []
-        for c in panel.controls:
-            if c.name in self.controls:
-                described = c.as_dict()
-                described["default"] = fixed.get(c.name, c.default)
-                controls.append(described)
+        controls = [c.as_dict() for c in self.exposed()]
         hidden = {k: v for k, v in fixed.items() if k not in self.controls}
         page, _, anchor = self.link.partition("#")
         return {
@@ -61,8 +69,8 @@ STEPS = (
          "Every row (position) differs from the others, and every value stays between -1 "
          "and 1, however long the sequence.", "tutorial#1-why-positions"),
     Step("table", "The sinusoid table", "Each channel is a sine or a cosine of the position, "
-         "each pair of channels at its own speed.", "channels", ("d_model", "channels"),
-         "Type channels 0, 1 and then 6, 7.",
+         "each pair of channels at its own speed.", "channels", ("length", "channels"),
+         "Drag the length to see more periods; then type other channels, such as 0, 1, 20, 21.",
          "Channels 2i and 2i+1 have the same wavelength, a quarter period apart; later pairs "
          "turn more slowly.", "tutorial#2-what-the-sinusoids-are", (("channels", "0, 1, 6, 7"),)),
     Step("wavelengths", "Wavelengths", "The wavelengths grow geometrically, from 2π to "
@@ -91,18 +99,19 @@ STEPS = (
          "stays at one rounding of float32.", "tutorial#6-precision-what-a-computer-stores"),
     Step("bug", "The odd-exponent cosine bug", "A common tutorial bug gives the cosine of a "
          "pair another frequency than its sine.", "bug", ("pair",),
-         "Drag the pair from 0 upwards.",
+         "Drag the pair from 0 to 7.",
          "With the bug the cosine channel drifts away from the correct one, and the shift "
          "residual (the largest |PE[p+1] - M_1·PE[p]|) is far from 0: no rotation maps PE[p] "
          "to PE[p+1].",
-         "tutorial#7-the-odd-exponent-cosine-bug-recognised"),
+         "tutorial#7-the-odd-exponent-cosine-bug-recognised", (), (("pair", 0, 7),)),
     Step("rope", "RoPE: rotate q and k", "RoPE turns each pair of the query by p·ω and of "
          "the key by its own position: their score depends on the distance only.", "rope",
          ("p", "distance"),
          "Drag the query position p and watch the pair turn; then drag the distance.",
          "Moving p turns query and key together: the score stays put (the lower figure is "
          "flat). Only the distance changes it.",
-         "rope#2-why-the-score-depends-only-on-the-distance", (("p", 100),)),
+         "rope#2-why-the-score-depends-only-on-the-distance", (("p", 100),),
+         (("p", 100, 10**7), ("distance", 0, 100))),
     Step("scaling", "Scalings for long context", "To read past the trained context, "
          "scalings stretch the long wavelengths and leave the short ones alone.", "scaling",
          ("rope_type", "factor"),
@@ -118,5 +127,6 @@ STEPS = (
          "near the query, logarithmic further out.", "buckets", ("max_distance",),
          "Drag max_distance from 128 to 1000.",
          "Near distances get a bucket each; far ones share wide buckets, so the model cannot "
-         "tell far keys apart.", "attention-biases#t5-and-deberta-buckets"),
+         "tell far keys apart.", "attention-biases#t5-and-deberta-buckets", (),
+         (("max_distance", 16, 10_000),)),
 )  # fmt: skip
