@@ -181,6 +181,10 @@ def _capture(driver: Any, element: Any, scale: float) -> bytes:
 
 
 def _shoot(driver: Any, element: Any, path: Path, limit: int, scales: tuple[float, ...]) -> None:
+    driver.execute_async_script(  # two frames and a pause: the charts have painted
+        "const done = arguments[0];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 300)));"
+    )
     for scale in scales:
         png = _capture(driver, element, scale)
         if len(png) <= limit:

@@ -238,6 +238,8 @@ def test_the_guided_path_follows_the_tutorial_and_each_link_resolves(server: Any
         query = urlencode(values)
         status, answer = request(server, f"/api/panel/{step['panel']}?{query}")
         assert status == 200, (step["name"], answer)
+        assert 1 <= len(step["figures"]) <= 2  # one live figure (the RoPE step: two views)
+        assert max(step["figures"]) < len(_charts(answer))
         page = step["link"]["page"]
         if page not in pages:
             status, html = request(server, f"/docs/{page}")

@@ -19,7 +19,8 @@ from ._site import BY_NAME
 class Step:
     """One step: ``panel`` draws its figure with ``controls`` exposed (names of the panel's
     controls), ``values`` overriding some defaults, ``ranges`` narrowing an exposed control's
-    range to the values the step's others allow; ``link`` is ``page#anchor``."""
+    range to the values the step's others allow, ``figures`` the panel's figures the step
+    shows (by index: one, or two that make one idea); ``link`` is ``page#anchor``."""
 
     name: str
     title: str
@@ -31,6 +32,7 @@ class Step:
     link: str
     values: tuple[tuple[str, Any], ...] = ()
     ranges: tuple[tuple[str, float, float], ...] = ()
+    figures: tuple[int, ...] = (0,)
 
     def exposed(self) -> list[Control]:
         """The step's controls: the panel's, with the step's default and a range narrowed
@@ -58,6 +60,7 @@ class Step:
             "try": self.try_,
             "notice": self.notice,
             "link": {"href": f"/docs/{page}#{anchor}", "page": page, "anchor": anchor},
+            "figures": list(self.figures),
         }
 
 
@@ -70,9 +73,10 @@ STEPS = (
          "and 1, however long the sequence.", "tutorial#1-why-positions"),
     Step("table", "The sinusoid table", "Each channel is a sine or a cosine of the position, "
          "each pair of channels at its own speed.", "channels", ("length", "channels"),
-         "Drag the length to see more periods; then type other channels, such as 0, 1, 20, 21.",
+         "Drag the length to see more periods; then type other channels, such as 2, 3, 20, 21.",
          "Channels 2i and 2i+1 have the same wavelength, a quarter period apart; later pairs "
-         "turn more slowly.", "tutorial#2-what-the-sinusoids-are", (("channels", "0, 1, 6, 7"),)),
+         "turn more slowly.", "tutorial#2-what-the-sinusoids-are",
+         (("channels", "0, 1, 10, 11"), ("length", 60))),
     Step("wavelengths", "Wavelengths", "The wavelengths grow geometrically, from 2π to "
          "base·2π.", "wavelengths", ("base",),
          "Drag the base from 10000 down to 100, then up to a million.",
@@ -111,7 +115,7 @@ STEPS = (
          "Moving p turns query and key together: the score stays put (the lower figure is "
          "flat). Only the distance changes it.",
          "rope#2-why-the-score-depends-only-on-the-distance", (("p", 100),),
-         (("p", 100, 10**7), ("distance", 0, 100))),
+         (("p", 100, 10**7), ("distance", 0, 100)), (0, 1)),
     Step("scaling", "Scalings for long context", "To read past the trained context, "
          "scalings stretch the long wavelengths and leave the short ones alone.", "scaling",
          ("rope_type", "factor"),

@@ -493,6 +493,7 @@ def test_the_guided_path_steps_load_in_order_and_link_to_the_tutorial(
         section = browser.find_element(By.ID, f"step-{name}")
         assert section.is_displayed()
         assert section.find_elements(By.TAG_NAME, "canvas"), name
+        assert 1 <= len(section.find_elements(By.CSS_SELECTOR, ".chart")) <= 2, name
         assert section.find_element(By.CSS_SELECTOR, ".try").text.startswith("Try this:")
         assert section.find_element(By.CSS_SELECTOR, ".notice").text.startswith("Notice:")
         assert (

@@ -328,7 +328,8 @@ function buildPanel(panel, root, limit) {
   const show = (r) => {
     status.textContent = "";
     clearCharts(figures);
-    const charts = Array.isArray(r.chart) ? r.chart : [r.chart];
+    const all = Array.isArray(r.chart) ? r.chart : [r.chart];
+    const charts = panel.figures ? all.filter((c, i) => panel.figures.includes(i)) : all;
     charts.forEach((chart, i) => {
       const box = el("div", { class: "chart", role: "img", tabindex: "0", "data-index": String(i),
                               "aria-label": `${panel.title}, figure ${i + 1}: ${r.caption}` });
@@ -346,7 +347,7 @@ function buildPanel(panel, root, limit) {
     });
     caption.textContent = r.caption;
     renderNumbers(numbers, r.numbers);
-    renderTables(tables, r.tables);
+    renderTables(tables, panel.panel ? [] : r.tables);  // a step: its figure, no tables
     section.dataset.updates = String(Number(section.dataset.updates || 0) + 1);
   };
   // Every request has a sequence number: an answer that arrives after a newer request was
