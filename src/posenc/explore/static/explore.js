@@ -356,6 +356,13 @@ function buildPanel(panel, root, limit) {
   let serial = 0, busyTimer = null, inFlight = 0, again = false;
   const busy = el("p", { class: "busy-note", role: "status", "aria-live": "polite" });
   form.after(busy);
+  const waiting = () => {  // the busy indicator, if the answer takes more than 150 ms
+    clearTimeout(busyTimer);
+    busyTimer = setTimeout(() => {
+      section.classList.add("busy");
+      busy.textContent = "computing…";
+    }, 150);
+  };
   const settle = () => {
     clearTimeout(busyTimer);
     section.classList.remove("busy");
@@ -364,11 +371,7 @@ function buildPanel(panel, root, limit) {
   const update = async () => {
     const mine = ++serial;
     const values = valuesOf();
-    clearTimeout(busyTimer);
-    busyTimer = setTimeout(() => {
-      section.classList.add("busy");
-      busy.textContent = "computing…";
-    }, 150);
+    waiting();
     inFlight++;
     try {
       const r = await getJSON(`/api/panel/${api}?${query(values)}`);
@@ -399,13 +402,14 @@ function buildPanel(panel, root, limit) {
         status.textContent = `${chosen.name}: the file holds ${chosen.size} bytes; uploads are limited to ${limit.text}`;
         return;
       }
+      waiting();
       try {
         const r = await getJSON(`/api/upload/${panel.name}?${query({ name: chosen.name })}`,
                                 { method: "POST", body: chosen,
                                   headers: { "Content-Type": "application/octet-stream" } });
-        if (mine === serial) show(r);
+        if (mine === serial) { settle(); show(r); }
       } catch (e) {
-        if (mine === serial) status.textContent = `${chosen.name}: ${e.message}`;
+        if (mine === serial) { settle(); status.textContent = `${chosen.name}: ${e.message}`; }
       }
     });
   }
