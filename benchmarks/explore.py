@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import environment, measure
-from posenc.explore import PANELS, make_server
-from posenc.explore._path import STEPS
+from posenc.explore import PANELS, STEPS, make_server
 
 
 def cold_start(repeats: int = 5) -> float:

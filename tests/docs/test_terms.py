@@ -84,8 +84,7 @@ def _demo_output(capsys: pytest.CaptureFixture[str]) -> str:
 
 def _explorer_text() -> str:
     pytest.importorskip("posenc.explore")
-    from posenc.explore import PANELS
-    from posenc.explore._path import STEPS
+    from posenc.explore import PANELS, STEPS
 
     steps = [f"{s.title}. {s.idea} {s.try_} {s.notice}" for s in STEPS]  # the page opens on them
     return "\n".join([*steps, *(f"{panel.title}. {panel.look}" for panel in PANELS)])

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.explore import PANELS
-from posenc.explore._path import STEPS
+from posenc.explore import PANELS, STEPS
 
 FOLDER = Path(__file__).resolve().parents[2] / "docs" / "figures" / "explore"
 

@@ -267,7 +267,7 @@ def test_the_tutorial_pages_go_into_the_wheel() -> None:
 
 
 def test_every_step_answers_across_its_controls_ranges() -> None:
-    from posenc.explore._path import STEPS
+    from posenc.explore import STEPS
 
     for step in STEPS:
         controls = step.exposed()

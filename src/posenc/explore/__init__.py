@@ -25,9 +25,11 @@ headers of at most 128 KiB, a whole request within 60 s, 32 connections at a tim
 errors of the HTTP layer included, carries the same security headers and a JSON body. It never
 imports torch.
 
->>> from posenc.explore import PANELS, make_server
+>>> from posenc.explore import PANELS, STEPS, make_server
 >>> len(PANELS), PANELS[0].name
 (14, 'heatmap')
+>>> len(STEPS), STEPS[7].name, STEPS[7].panel
+(11, 'rope', 'rope')
 >>> server = make_server(port=0)   # serve with server.serve_forever()
 >>> server.server_close()
 """
@@ -35,6 +37,7 @@ imports torch.
 from __future__ import annotations
 
 from ._panel import Panel
+from ._path import STEPS, Step
 from ._server import PANELS, ExplorerServer, make_server
 
-__all__ = ["PANELS", "ExplorerServer", "Panel", "make_server"]
+__all__ = ["PANELS", "STEPS", "ExplorerServer", "Panel", "Step", "make_server"]
