@@ -84,9 +84,10 @@ def _demo_output(capsys: pytest.CaptureFixture[str]) -> str:
 
 def _explorer_text() -> str:
     pytest.importorskip("posenc.explore")
-    from posenc.explore import PANELS
+    from posenc.explore import PANELS, STEPS
 
-    return "\n".join(f"{panel.title}. {panel.look}" for panel in PANELS)
+    steps = [f"{s.title}. {s.idea} {s.try_} {s.notice}" for s in STEPS]  # the page opens on them
+    return "\n".join([*steps, *(f"{panel.title}. {panel.look}" for panel in PANELS)])
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/tutorial.md", "docs/rope.md"])

@@ -65,6 +65,8 @@ def test_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path) -> None:
         names = set(archive.namelist())
     vendored = "posenc/explore/static/vendor/echarts-6.1.0/"
     assert {vendored + n for n in ("echarts.min.js", "LICENSE", "NOTICE", "README.md")} <= names
+    tutorial = {f"posenc/explore/docs/{n}.md" for n in ("tutorial", "rope", "attention-biases")}
+    assert tutorial <= names  # the pages the explorer's guided path links to
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=not PIP_TARGETS, clear=True)

@@ -1,7 +1,9 @@
 """The interactive explorer: a local web app whose every number is computed by posenc.
 
 ``posenc explore`` starts it; from Python, :func:`make_server` returns the server, bound but
-not yet serving. The page shows fourteen panels (the table as a heatmap, channels, wavelengths,
+not yet serving. The page opens on a guided path, eleven steps in the tutorial's order
+with a live figure each and a link to the tutorial pages it serves itself (``/docs/NAME``),
+then a lab of fourteen panels (the table as a heatmap, channels, wavelengths,
 similarity, the shift as a rotation, precision, the odd-exponent cosine bug, RoPE, RoPE
 scalings, multi-axis RoPE, a model's rope plan from its ``config.json``, identifying a table,
 ALiBi's slopes per head, and T5's and DeBERTa's relative-position buckets); each has a
@@ -23,9 +25,11 @@ headers of at most 128 KiB, a whole request within 60 s, 32 connections at a tim
 errors of the HTTP layer included, carries the same security headers and a JSON body. It never
 imports torch.
 
->>> from posenc.explore import PANELS, make_server
+>>> from posenc.explore import PANELS, STEPS, make_server
 >>> len(PANELS), PANELS[0].name
 (14, 'heatmap')
+>>> len(STEPS), STEPS[7].name, STEPS[7].panel
+(11, 'rope', 'rope')
 >>> server = make_server(port=0)   # serve with server.serve_forever()
 >>> server.server_close()
 """
@@ -33,6 +37,7 @@ imports torch.
 from __future__ import annotations
 
 from ._panel import Panel
+from ._path import STEPS, Step
 from ._server import PANELS, ExplorerServer, make_server
 
-__all__ = ["PANELS", "ExplorerServer", "Panel", "make_server"]
+__all__ = ["PANELS", "STEPS", "ExplorerServer", "Panel", "Step", "make_server"]

@@ -5,6 +5,8 @@ Routes (other paths are 404, other methods 405; every answer is JSON but the fil
     GET  /                          the page
     GET  /static/NAME, /favicon.ico its script, style sheet, charting library and icon
     GET  /api/panels                the panels and their controls, and the upload limit
+    GET  /api/path                  the steps of the guided path
+    GET  /docs/NAME                 a tutorial page the path links to (HTML, served offline)
     GET  /api/panel/NAME?CONTROLS   one panel's figure, caption and numbers
     GET  /api/value?CONTROLS&position=P&channel=C   the table value under the pointer
     POST /api/upload/NAME?name=FILE the body is the file (at most 16 MiB)
@@ -31,6 +33,7 @@ Errors reach the page as ``{"error": message}``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -40,8 +43,9 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException, MethodNotAllowed, NotFound
 
 from .._io.sizes import format_size
-from . import _panels_files, _panels_tables
+from . import _docs, _panels_files, _panels_tables
 from ._controls import Control, parse_all
+from ._path import STEPS
 from ._site import (
     BY_NAME,
     HEADERS,
@@ -60,6 +64,10 @@ _POINTER = (
     Control("channel", "channel", "int", 0, 0, 4096),
 )
 
+
+#: The application's config key of a test-only hook: None, or a function of a panel request's
+#: query giving the seconds to wait before computing (the busy indicator's tests set it).
+DELAY = "POSENC_EXPLORE_DELAY"
 
 #: Methods that change nothing on the server (a page on another site may link to the page).
 _SAFE = ("GET", "HEAD", "OPTIONS")
@@ -105,6 +113,7 @@ def _answer(value: dict[str, Any]) -> Response:
 def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
     """The Flask application; ``compute`` runs a panel's work with a time limit."""
     app = Flask(__name__, static_folder=None)
+    app.config[DELAY] = None
 
     @app.before_request
     def _own_host_and_site() -> None:
@@ -151,12 +160,28 @@ def create_app(compute: Compute, allowed_hosts: set[str]) -> Flask:
             }
         )
 
+    @app.get("/api/path")
+    def _path() -> Response:
+        return _answer({"steps": [step.as_dict() for step in STEPS]})
+
+    @app.get("/docs/<name>")
+    def _doc(name: str) -> Response:
+        try:
+            text = _docs.page(name)
+        except _docs.MissingPage as exc:
+            raise RequestError(HTTPStatus.NOT_FOUND, str(exc)) from None
+        return Response(text.encode("utf-8"), content_type="text/html; charset=utf-8")
+
     @app.get("/api/panel/<name>")
     def _panel(name: str) -> Response:
         panel = BY_NAME.get(name)
         if panel is None:
             raise NotFound()
-        values = parse_all(panel.controls, _query())
+        query = _query()
+        values = parse_all(panel.controls, query)
+        delay = app.config[DELAY]
+        if delay is not None:  # tests only: a slow computation
+            time.sleep(delay(query))
         return _answer(compute(lambda: panel.compute(values)))
 
     @app.get("/api/value")

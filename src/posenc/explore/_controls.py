@@ -14,12 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 #: The largest ``d_model`` (or head size) a panel computes with.
 MAX_D_MODEL = 4096
 #: The most rows (positions) a panel draws; longer ranges are sampled.
 MAX_DRAWN_ROWS = 8192
 #: The largest position (or length) a control accepts.
 MAX_POSITION = 10**9
+#: About how many values a slider steps through over a wide range.
+SLIDER_STOPS = 120
 #: The longest text a control accepts (a list of channels, a preset name).
 MAX_TEXT = 200
 
@@ -58,7 +62,45 @@ class Control:
             "high": self.high,
             "choices": list(self.choices),
             "step": self.step,
+            "stops": self.stops(),
         }
+
+    def stops(self) -> list[float]:
+        """The values a slider steps through (empty for text and choices): every allowed
+        value of a short integer range, else about :data:`SLIDER_STOPS` values spread
+        geometrically (mirrored about 0 for a range around it) and rounded to 3 significant
+        digits, with the default and both ends. The page maps the slider's index to them.
+
+        >>> Control("k", "k", "int", 3, low=0, high=5).stops()
+        [0, 1, 2, 3, 4, 5]
+        >>> Control("p", "p", "int", 12, low=0, high=10**7).stops()[:6]
+        [0, 1, 2, 3, 4, 5]
+        """
+        if self.kind not in ("int", "float") or self.low is None or self.high is None:
+            return []
+        low, high = self.low, self.high
+        step = self.step if self.kind == "int" and self.step else 1
+        if self.kind == "int" and (high - low) / step <= SLIDER_STOPS:
+            return [int(v) for v in range(int(low), int(high) + 1, int(step))]
+        values = {low, high, self.default}
+        if low < 0 < high:
+            sides = [(1.0, -low, -1.0), (1.0, high, 1.0)]
+            values.add(0)
+        elif low <= 0:
+            sides = [(1.0 if self.kind == "int" else high * 1e-6, high, 1.0)]
+        else:
+            sides = [(low, high, 1.0)]
+        count = SLIDER_STOPS // len(sides)
+        for start, stop, sign in sides:
+            values.update(sign * v for v in np.geomspace(start, stop, count))
+        kept: set[float]
+        if self.kind == "int":
+            kept = {float(round(float(f"{v:.3g}") / step) * step) for v in values}
+        else:
+            kept = {float(f"{v:.3g}") for v in values}
+        kept.update((self.low, self.high, self.default))
+        inside = sorted(v for v in kept if low <= v <= high)
+        return [int(v) if self.kind == "int" else float(v) for v in inside]
 
     def parse(self, text: str | None) -> Any:
         """The value of ``text`` (None: the default), checked.

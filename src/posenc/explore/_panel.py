@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._charts import rounded
 from ._controls import Control
 
 
@@ -20,7 +21,8 @@ class Panel:
         look: one sentence saying what to look at.
         controls: its inputs.
         compute: checked control values -> ``{"caption", "numbers", "chart", "tables"}``;
-            ``numbers`` is a list of ``{"key", "label", "value"}`` with values as text.
+            ``numbers`` is a list of ``{"key", "label", "value", "shown"}``: the exact
+            value as text, and the same rounded for the page.
         upload: the file kind the panel accepts (``"config"``, ``"table"``) or None.
     """
 
@@ -47,10 +49,13 @@ def result(
     chart: dict[str, Any] | list[dict[str, Any]],
     tables: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A panel's answer: ``numbers`` as (key, label, value text) triples."""
+    """A panel's answer: ``numbers`` as (key, label, value text) triples; each number keeps
+    its exact text as ``value`` and is shown rounded to 6 significant digits (``shown``)."""
     return {
         "caption": caption,
-        "numbers": [{"key": k, "label": label, "value": v} for k, label, v in numbers],
+        "numbers": [
+            {"key": k, "label": label, "value": v, "shown": rounded(v)} for k, label, v in numbers
+        ],
         "chart": chart,
         "tables": tables or [],
     }

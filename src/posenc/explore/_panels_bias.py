@@ -67,24 +67,22 @@ def alibi_panel(v: dict[str, Any]) -> dict[str, Any]:
     distances = fd.even_positions(far + 1, CURVE_POINTS)
     # the query at position `far`, keys `far - d`: the bias of each distance d
     bias = alibi_bias(n, [far], far - distances, max_bias=max_bias, convention=convention)[:, 0]
-    low, high = ch.bounds(bias[np.array(shown) - 1], pad=0.05)
     bias_chart = ch.lines(
         ch.axis("distance |j - i| (query - key)", 0, max(far, 1)),
-        ch.axis("bias added to the score (float32)", low, high),
+        ch.fitted("bias added to the score (float32)", bias[np.array(shown) - 1]),
         [ch.series(f"head {h}", distances, bias[h - 1], colour=i) for i, h in enumerate(shown)],
     )
     relative = (slopes.astype(np.float64) - exact) / exact
-    low, high = ch.bounds(relative, pad=0.05)
     rounding_chart = ch.lines(
         ch.axis("head h", 0.5, n + 0.5),
-        ch.axis("(slope - exact slope) / exact slope", low, high),
+        ch.fitted("(slope - exact slope) / exact slope", relative),
         [ch.series(f"{convention} rounding", head, relative, mode="points", colour=1)],
     )
     return result(
         f"ALiBi, {n} heads, max_bias {max_bias:g}, convention {convention!r}: head h adds "
         f"-m_h·|j - i| to the score of query i and key j; at distance {far} head {shown[0]} "
         f"adds {float(bias[shown[0] - 1, -1]):.6g}. The last figure is the convention's "
-        "rounding of each slope, relative to 2^(-max_bias·k/n) in float64.",
+        "rounding of each slope, relative to 2^(-max_bias·k/n) in float64." + _head_rule(n),
         [
             ("slope_first", "slope of head 1", N(slopes[0])),
             ("slope_last", f"slope of head {n}", N(slopes[-1])),
@@ -95,6 +93,19 @@ def alibi_panel(v: dict[str, Any]) -> dict[str, Any]:
             ("rounding", "largest |slope - exact| / exact", N(np.max(np.abs(relative)))),
         ],
         [slope_chart, bias_chart, rounding_chart],
+    )
+
+
+def _head_rule(n: int) -> str:
+    """Why the slopes of ``n`` heads zig-zag when ``n`` is not a power of two (or nothing)."""
+    if n & (n - 1) == 0:
+        return ""
+    low = 1 << (n.bit_length() - 1)
+    return (
+        f" {n} is not a power of two: the slopes are those of {low} heads (heads 1 .. {low}), "
+        f"then every other slope of {2 * low} heads (the ones between them) for the remaining "
+        f"{n - low}, so the sequence starts again near the top at head {low + 1}: the "
+        "zig-zag is the paper's rule for such head counts, not a bug."
     )
 
 

@@ -128,10 +128,10 @@ def identify_result(table: np.ndarray, name: str, tolerance: float | None = None
         f"{name}{note}: {describe(found)}",
         [
             ("outcome", "outcome", str(found.outcome)),
-            ("convention", "convention", str(found.convention)),
+            ("convention", "convention", "-" if found.convention is None else found.convention),
             ("base", "base", "-" if found.base is None else N(found.base)),
-            ("offset", "first position", str(found.offset)),
-            ("bug", "bug", str(found.bug)),
+            ("offset", "first position", "-" if found.offset is None else str(found.offset)),
+            ("bug", "bug", "none found" if found.bug is None else str(found.bug)),
             ("residual", "residual (max error of the best fit)", N(found.residual)),
         ],
         chart,

@@ -36,8 +36,11 @@ def _rotate(x: np.ndarray, positions: Any, v: dict[str, Any]) -> np.ndarray:
 
 def rope_panel(v: dict[str, Any]) -> dict[str, Any]:
     d, p, dist, i = v["head_dim"], v["p"], v["distance"], v["pair"]
-    if d % 2 or not 0 <= i < d // 2:
-        raise ValueError(f"pair must lie in 0 .. {d // 2 - 1} with an even head_dim, got {i}")
+    if d % 2:
+        raise ValueError(f"head_dim must be even (RoPE turns pairs of channels), got {d}")
+    if not 0 <= i < d // 2:
+        raise ValueError(f"pair must lie in 0 .. {d // 2 - 1} (head_dim {d} has {d // 2} pairs), "
+                         f"got {i}")  # fmt: skip
     if dist > p:
         raise ValueError(f"distance must be at most p = {p} (the key sits at p - distance)")
     q, k = _query_key(d)
@@ -59,19 +62,18 @@ def rope_panel(v: dict[str, Any]) -> dict[str, Any]:
     circle["square"] = True
     starts = np.unique(np.linspace(dist, dist + 10 * max(p, 100), SCORE_POINTS).astype(np.int64))
     scores = np.einsum("ij,ij->i", _rotate(q, starts, v), _rotate(k, starts - dist, v))
-    low, high = ch.bounds(scores, pad=0.5)
     flat = ch.lines(
         ch.axis("query position (key at query - distance)", float(starts[0]), float(starts[-1])),
-        ch.axis("score q·k", low, high),
+        ch.fitted("score q·k", scores, pad=0.5),
         [ch.series(f"score at distance {dist}", starts, scores, colour=2)],
     )
     score = float(q_rot @ k_rot)
+    shown = sorted({0, min(1, d // 2 - 1), i, d // 2 - 1})
     pairs_table = ch.table(
         "Which channels form pair k",
-        ["layout", "pair 0", "pair 1", f"pair {i}"],
+        ["layout", *(f"pair {j}" for j in shown)],
         [[lay, *(f"({range(d)[pair_slices(lay, d // 2)[0]][j]}, "
-                 f"{range(d)[pair_slices(lay, d // 2)[1]][j]})"
-                 for j in (0, min(1, d // 2 - 1), i))]
+                 f"{range(d)[pair_slices(lay, d // 2)[1]][j]})" for j in shown)]
          for lay in ("half", "interleaved")],
     )  # fmt: skip
     return result(
@@ -97,7 +99,7 @@ def scaling_params(v: dict[str, Any]) -> dict[str, Any] | None:
         "dynamic": {"factor": factor, **trained},
         "yarn": {"factor": factor, **trained},
         "llama3": {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0, **trained},
-        "longrope": {"short_factor": [1.0] * n,
+        "longrope": {"factor": factor, "short_factor": [1.0] * n,
                      "long_factor": np.linspace(1.0, factor, n).tolist(), **trained},
         "proportional": {"factor": factor},
         "ntk_alpha": {"alpha": factor},

@@ -45,7 +45,7 @@ def heatmap(v: dict[str, Any]) -> dict[str, Any]:
     drawn = f"{rows.size} of {length} positions drawn" if rows.size < length else "every position"
     return result(
         f"sinusoidal({length}, {d}, base={v['base']:g}, convention={v['convention']!r}): "
-        f"{drawn}; colour from -1 (dark) to 1 (light).",
+        f"{drawn}; colour from -1 (blue) through 0 (white) to 1 (red).",
         [
             ("first", "PE[0, 0]", N(values[0, 0])),
             ("last", f"PE[{rows[-1]}, {d - 1}]", N(values[-1, -1])),
@@ -118,8 +118,18 @@ def wavelength_panel(v: dict[str, Any]) -> dict[str, Any]:
     bound = [2 * math.pi, v["base"] * 2 * math.pi]
     curves = [
         ch.series("wavelength 2π/ω_k", k, np.log10(w.wavelengths), mode="points", colour=0),
-        ch.series("2π and base·2π", [0, max(k[-1], 1)], np.log10(bound[:1] * 2), colour=1),
-        ch.series("base·2π", [0, max(k[-1], 1)], np.log10(bound[1:] * 2), colour=1),
+        ch.series(
+            "2π (the shortest a wavelength can be)",
+            [0, max(k[-1], 1)],
+            np.log10(bound[:1] * 2),
+            colour=1,
+        ),
+        ch.series(
+            "base·2π (the bound of the longest)",
+            [0, max(k[-1], 1)],
+            np.log10(bound[1:] * 2),
+            colour=2,
+        ),
     ]
     chart = ch.lines(
         ch.axis("frequency index k", 0, max(k[-1], 1)),
@@ -144,10 +154,9 @@ def similarity_panel(v: dict[str, Any]) -> dict[str, Any]:
     s = similarity(positions, v["d_model"], **_conv(v), metric=v["metric"])
     keep = s.distances >= 0
     x, y = s.distances[keep], s.profile[keep]
-    low, high = ch.bounds(y, pad=0.05)
     chart = ch.lines(
         ch.axis("distance p - q", 0, max(int(x.max()), 1)),
-        ch.axis(f"{v['metric']} similarity", low, high),
+        ch.fitted(f"{v['metric']} similarity", y),
         [ch.series("similarity of PE[p] and PE[q]", x, y, colour=0)],
     )
     return result(

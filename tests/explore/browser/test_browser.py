@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import posenc
 from posenc import analysis
 from posenc._figure_data import sin_cos_channels
 from posenc.explore import PANELS, ExplorerServer
+from posenc.explore._charts import rounded
 
 from . import chromium
 
@@ -101,7 +103,10 @@ def _set(driver: Any, panel: str, name: str, value: str) -> None:
 
 
 def _number(driver: Any, panel: str, key: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']").text)
+    """The exact value of a number the panel shows (the page shows it rounded)."""
+    number = driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']")
+    assert number.text == rounded(number.get_attribute("data-exact"))
+    return str(number.get_attribute("data-exact"))
 
 
 def test_every_panel_renders_without_console_errors(browser: Any, server: ExplorerServer) -> None:
@@ -328,3 +333,194 @@ def test_the_narrow_layout_renders(server: ExplorerServer) -> None:
         assert _errors(driver) == []
     finally:
         driver.quit()
+
+
+def _chart_option(driver: Any, panel: str, index: int) -> Any:
+    script = (
+        "const box = document.querySelectorAll(`#${arguments[0]} .chart`)[arguments[1]];"
+        "const o = echarts.getInstanceByDom(box).getOption();"
+        "return [o.yAxis[0].min, o.yAxis[0].max];"
+    )
+    return driver.execute_script(script, panel, index)
+
+
+def test_dragging_a_slider_redraws_during_the_drag(browser: Any) -> None:
+    _moved.add("rope")
+    slider = browser.find_element(By.ID, "rope-p-slider")
+    before = _updates(browser, "rope")
+    drag = ActionChains(browser).click_and_hold(slider)
+    for _ in range(4):
+        drag.move_by_offset(6, 0).pause(0.15)
+    drag.perform()
+    during = _updates(browser, "rope")  # the button is still held
+    ActionChains(browser).release().perform()
+    assert during >= before + 2, (before, during)
+    box = browser.find_element(By.ID, "rope-p")
+    assert int(box.get_attribute("value")) != 12  # the number box follows the slider
+
+
+def test_the_readout_shows_the_value_under_the_pointer_on_a_line_chart(browser: Any) -> None:
+    _moved.add("similarity")
+    answer = (  # the server's answer for the panel as it stands (earlier tests moved it)
+        "const done = arguments[arguments.length - 1];"
+        "const form = document.querySelector('#similarity form');"
+        "const query = new URLSearchParams(new FormData(form)).toString();"
+        "fetch('/api/panel/similarity?' + query).then(r => r.json()).then(done);"
+    )
+    (curve,) = browser.execute_async_script(answer)["chart"]["series"]
+    box = browser.find_elements(By.CSS_SELECTOR, "#similarity .chart")[0]
+    readout = browser.find_element(By.CSS_SELECTOR, "#similarity .readout")
+    box.send_keys(Keys.HOME, Keys.ARROW_RIGHT)  # the keyboard: the second point
+    x, y = int(curve["x"][1]), curve["y"][1]
+    WebDriverWait(browser, 10).until(lambda d: readout.text.startswith(f"distance p - q = {x} "))
+    assert readout.text.endswith(f": {float(f'{y:.6g}'):g}")
+    ActionChains(browser).move_to_element(box).move_by_offset(100, 0).perform()  # the mouse
+    WebDriverWait(browser, 10).until(
+        lambda d: not readout.text.startswith(f"distance p - q = {x} ")
+    )
+    shown = re.fullmatch(r"distance p - q = (\d+) · .*: (\S+)", readout.text)
+    assert shown is not None, readout.text
+    index = curve["x"].index(float(shown.group(1)))
+    assert float(shown.group(2)) == pytest.approx(curve["y"][index], rel=1e-5)
+
+
+def test_the_rope_score_at_a_distant_position_is_flat_with_its_rounding_stated(
+    browser: Any,
+) -> None:
+    _set(browser, "rope", "p", "10000000")
+    score = abs(float(_number(browser, "rope", "score")))
+    low, high = _chart_option(browser, "rope", 1)
+    assert high - low >= 0.01 * score
+    note = browser.find_element(By.CSS_SELECTOR, "#rope .note")
+    assert re.search(r"constant up to rounding: the values differ by at most \S+e-\d\d", note.text)
+    note.find_element(By.CSS_SELECTOR, "button.zoom").click()
+    low, high = _chart_option(browser, "rope", 1)
+    assert high - low < 1e-6 * score
+
+
+def test_the_largest_answer_at_the_panels_limits_is_under_512_kb(browser: Any) -> None:
+    fetch = (
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0]).then(r => r.text()).then(t => done(t.length));"
+    )
+    sizes = [
+        browser.execute_async_script(fetch, path)
+        for path in (  # the largest answers at the limits (tests/explore/test_teach.py)
+            "/api/panel/scaling?head_dim=4096",
+            "/api/panel/buckets?max_distance=100000",
+            "/api/panel/similarity?length=1000000",
+        )
+    ]
+    assert max(sizes) <= 512 * 1024, sizes
+
+
+def test_a_slow_update_dims_the_figure_and_says_so(browser: Any, server: ExplorerServer) -> None:
+    watch = (  # what the page shows while the answer is awaited, recorded by the page itself
+        "const section = document.getElementById('wavelengths'); window.seen = null;"
+        "new MutationObserver((changes, observer) => {"
+        "  if (!section.classList.contains('busy') || window.seen) return;"
+        "  window.seen = [getComputedStyle(section.querySelector('.figures')).opacity,"
+        "                 section.querySelector('.busy-note').textContent, performance.now()];"
+        "  observer.disconnect();"
+        "}).observe(section, { attributes: true, attributeFilter: ['class'] });"
+        "window.asked = performance.now();"
+    )
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda query: 0.5
+    try:
+        _moved.add("wavelengths")
+        before = _updates(browser, "wavelengths")
+        browser.execute_script(watch)
+        browser.find_element(By.ID, "wavelengths-d_model").send_keys(Keys.BACKSPACE, Keys.TAB)
+        WebDriverWait(browser, 10).until(lambda d: _updates(d, "wavelengths") > before)
+        opacity, note, at = browser.execute_script("return window.seen")
+        assert at - browser.execute_script("return window.asked") >= 150  # not at once
+        assert float(opacity) < 1
+        assert "computing" in note
+        section = browser.find_element(By.ID, "wavelengths")
+        assert "busy" not in section.get_attribute("class")
+        assert section.find_element(By.CSS_SELECTOR, ".busy-note").text == ""
+    finally:
+        server.app.config["POSENC_EXPLORE_DELAY"] = None
+
+
+def test_an_answer_older_than_the_latest_request_is_dropped(
+    browser: Any, server: ExplorerServer
+) -> None:
+    server.app.config["POSENC_EXPLORE_DELAY"] = lambda q: 0.5 if q.get("p") == "40" else 0.0
+    try:
+        _moved.add("rope")
+        box = browser.find_element(By.ID, "rope-p")
+        for value in ("40", "50"):  # the first answer arrives last
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(value, Keys.TAB)
+            box.click()
+        WebDriverWait(browser, 10).until(lambda d: "50" in _label(d, "rope", "score"))
+        time.sleep(0.7)  # the slow answer for p = 40 has arrived by now
+        assert "at 50" in _label(browser, "rope", "score")
+    finally:
+        server.app.config["POSENC_EXPLORE_DELAY"] = None
+
+
+def _label(driver: Any, panel: str, key: str) -> str:
+    number = driver.find_element(By.CSS_SELECTOR, f"#{panel} dd[data-key='{key}']")
+    return str(
+        driver.execute_script("return arguments[0].previousElementSibling.textContent", number)
+    )
+
+
+def test_the_keyboard_alone_reaches_every_control(browser: Any) -> None:
+    browser.execute_script(
+        "window.reached = new Set();"
+        "document.addEventListener('focusin', e => window.reached.add(e.target.id));"
+        "document.activeElement.blur(); window.scrollTo(0, 0);"
+    )
+    wanted = {f"{p.name}-{c.name}" for p in PANELS for c in p.controls}
+    wanted |= {f"{p.name}-{c.name}-slider" for p in PANELS for c in p.controls if c.stops()}
+    ActionChains(browser).send_keys(Keys.TAB * (len(wanted) + 120)).perform()
+    reached = set(browser.execute_script("return [...window.reached]"))
+    assert wanted <= reached, sorted(wanted - reached)[:5]
+    assert _errors(browser) == []
+
+
+#: The guided path's steps, in the tutorial's order.
+STEPS = ("need", "table", "wavelengths", "shift", "similarity", "precision", "bug", "rope",
+         "scaling", "alibi", "buckets")  # fmt: skip
+
+
+def test_the_guided_path_steps_load_in_order_and_link_to_the_tutorial(
+    browser: Any, server: ExplorerServer
+) -> None:
+    path = browser.find_element(By.ID, "path")
+    assert path.location["y"] < browser.find_element(By.ID, "lab").location["y"]  # opens on it
+    links = []
+    for i, name in enumerate(STEPS):
+        if i:
+            browser.find_element(By.ID, "step-next").click()
+        WebDriverWait(browser, 20).until(lambda d, n=name: path.get_attribute("data-step") == n)
+        section = browser.find_element(By.ID, f"step-{name}")
+        assert section.is_displayed()
+        assert section.find_elements(By.TAG_NAME, "canvas"), name
+        assert 1 <= len(section.find_elements(By.CSS_SELECTOR, ".chart")) <= 2, name
+        assert section.find_element(By.CSS_SELECTOR, ".try").text.startswith("Try this:")
+        assert section.find_element(By.CSS_SELECTOR, ".notice").text.startswith("Notice:")
+        assert (
+            1
+            <= len(section.find_elements(By.CSS_SELECTOR, "form input:not(.slider), form select"))
+            <= 2
+        )
+        shown = [
+            s for s in browser.find_elements(By.CSS_SELECTOR, "#step section") if s.is_displayed()
+        ]
+        assert len(shown) == 1  # one idea at a time
+        links.append(section.find_element(By.CSS_SELECTOR, "a.tutorial").get_attribute("href"))
+    assert browser.find_element(By.ID, "step-next").get_attribute("disabled")
+    assert _errors(browser) == []
+    resolve = (  # the page the link opens, read as the browser reads it
+        "const [link, done] = [arguments[0], arguments[arguments.length - 1]];"
+        "fetch(link).then(r => r.text().then(t => done([r.status, new DOMParser()"
+        ".parseFromString(t, 'text/html').getElementById(link.split('#')[1]) !== null])));"
+    )
+    for link in links:  # offline: the explorer serves the tutorial itself
+        assert link.startswith(server.url)
+        assert browser.execute_async_script(resolve, link) == [200, True], link
+    assert _errors(browser) == []
