@@ -28,7 +28,7 @@ import pytest
 #: the sweeps' terminal summaries (loaded here: a pytest-xdist controller loads no deeper conftest)
 pytest_plugins = ("tests.summaries",)
 
-OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug"})
+OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug", "jax", "jaxlib", "flax"})
 _ROOT = Path(__file__).parent
 _SRC = _ROOT / "src"
 _TORCH_TESTS = _ROOT / "tests" / "torch"
