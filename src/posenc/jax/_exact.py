@@ -154,20 +154,24 @@ def _pair(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
 
 
 def digit_tables(omega: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-    """The phasors of every digit value: float32 ``(DIGITS, 256, n, 4)``, last axis
-    ``(cos hi, cos lo, sin hi, sin lo)`` of ``b·256**j·ω`` computed in float64."""
+    """The phasors of every digit value: float32 ``(DIGITS, 256·n, 4)``, row ``b·n + k``
+    holding ``(cos hi, cos lo, sin hi, sin lo)`` of ``b·256**j·ω_k`` computed in float64."""
     digits = np.arange(_RADIX, dtype=np.float64)
     scales = float(_RADIX) ** np.arange(DIGITS)  # exact powers of two
     theta = (scales[:, None] * digits[None, :])[..., None] * omega  # (DIGITS, 256, n)
-    return np.concatenate((_pair(np.cos(theta)), _pair(np.sin(theta))), axis=-1)
+    table = np.concatenate((_pair(np.cos(theta)), _pair(np.sin(theta))), axis=-1)
+    return table.reshape(DIGITS, -1, 4)
 
 
 def _digit_phasors(magnitude: jax.Array, tables: jax.Array) -> tuple[DFloat, DFloat]:
-    """``e^{i|p|ω}`` in double-float from the uint32 magnitudes ``(...)``: ``(..., n)``."""
+    """``e^{i|p_k|ω_k}`` in double-float from the uint32 magnitudes ``(..., n)`` (one
+    position per pair): ``(..., n)``."""
+    n = magnitude.shape[-1]
+    column = jnp.arange(n, dtype=jnp.int32)
     result: tuple[DFloat, DFloat] | None = None
     for j in range(DIGITS):
         digit = ((magnitude >> (DIGIT_BITS * j)) & (_RADIX - 1)).astype(jnp.int32)
-        row = tables[j][digit]  # (..., n, 4)
+        row = tables[j][digit * n + column]  # (..., n, 4)
         phasor = ((row[..., 0], row[..., 1]), (row[..., 2], row[..., 3]))
         result = phasor if result is None else _complex_mul(result, phasor)
     assert result is not None
@@ -180,7 +184,7 @@ def _fraction_phasors(fraction: jax.Array, omega: npt.NDArray[np.float64]) -> tu
     angle's low part. Within a few float32 ulps (the float32 ``sin``/``cos`` set the error)."""
     pairs = _pair(omega)
     w_hi, w_lo = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
-    f = fraction[..., None]
+    f = fraction
     a_hi, a_lo = _two_prod(f, w_hi)
     a_lo = a_lo + f * w_lo
     a_hi, a_lo = _fast_two_sum(a_hi, a_lo)
@@ -189,7 +193,8 @@ def _fraction_phasors(fraction: jax.Array, omega: npt.NDArray[np.float64]) -> tu
 
 
 def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[DFloat, DFloat]:
-    """``e^{i p ω}`` ``(..., n)`` in double-float for int or float32 positions ``(...)``."""
+    """``e^{i p_k ω_k}`` ``(..., n)`` in double-float for int or float32 positions
+    ``(..., n)``, one per pair."""
     tables = jnp.asarray(digit_tables(omega))
     real = jnp.issubdtype(positions.dtype, jnp.floating)
     if real:
@@ -203,7 +208,7 @@ def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[
         # |-2**31| wraps to -2**31 in int32, which is 2**31 as uint32: still exact
         magnitude = jnp.abs(ints).astype(jnp.uint32)
     (c_hi, c_lo), (s_hi, s_lo) = _digit_phasors(magnitude, tables)
-    flip = negative[..., None]
+    flip = negative
     phasor = ((c_hi, c_lo), (jnp.where(flip, -s_hi, s_hi), jnp.where(flip, -s_lo, s_lo)))
     if real:
         phasor = _complex_mul(phasor, _fraction_phasors(fraction, omega))
@@ -264,13 +269,23 @@ def traced_phasors(
         dtype: the output dtype (float16, bfloat16, float32, or float64 under x64).
     """
     attention = np.broadcast_to(np.asarray(attention, dtype=np.float64), omega.shape[1:])
+    positions = jax.lax.stop_gradient(positions)  # positions are ids: they get no gradient
     used = [a for a in range(omega.shape[0]) if np.any(omega[a])]
     if x64_enabled():
         return _x64_tables(positions, omega, used, attention, dtype)
+    n = omega.shape[1]
     phasor: tuple[DFloat, DFloat] | None = None
-    for a in used:
-        axis = _f32_phasors(positions[..., a], omega[a])
-        phasor = axis if phasor is None else _complex_mul(phasor, axis)
+    if all(np.count_nonzero(omega[:, k]) <= 1 for k in range(n)):
+        # each pair turns with one axis (1-D RoPE, sectioned or interleaved M-RoPE): one
+        # engine over the pairs, each with its own axis's coordinate
+        if used:
+            axis = np.argmax(omega != 0, axis=0)
+            phasor = _f32_phasors(positions[..., axis], omega.sum(axis=0))
+    else:  # a pair that several axes turn (a general frequency matrix): one engine per axis
+        for a in used:
+            shape = (*positions.shape[:-1], n)
+            turn = _f32_phasors(jnp.broadcast_to(positions[..., a : a + 1], shape), omega[a])
+            phasor = turn if phasor is None else _complex_mul(phasor, turn)
     if phasor is None:  # no axis turns: every angle is 0
         shape = (*positions.shape[:-1], omega.shape[1])
         zeros = jnp.zeros(shape, jnp.float32)

@@ -378,7 +378,11 @@ def apply_rotary(
     cos = check_array("cos", cos)
     sin = check_array("sin", sin)
     dim, per_pair = check_rotation_shapes(
-        tuple(x.shape), tuple(cos.shape), tuple(sin.shape), rotary_dim
+        tuple(x.shape),
+        tuple(cos.shape),
+        tuple(sin.shape),
+        rotary_dim,
+        broadcast=jnp.broadcast_shapes,
     )
     n = dim // 2
     if not per_pair:
