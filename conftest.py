@@ -41,11 +41,10 @@ _EXAMPLES_NEED = {
 }
 
 
-#: references the test stack leaves out, and why: they may skip even under CI
-OUTSIDE_THE_STACK = {
-    "keras_hub": "keras-hub requires tensorflow-text (TensorFlow), which is not installed",
-    "keras": "keras is only used with keras-hub, which is not installed",
-}
+#: references the test stack leaves out, and why: they may skip even under CI (none today:
+#: keras-hub, which requires TensorFlow through tensorflow-text, is installed without its
+#: dependencies, requirements-nodeps.txt)
+OUTSIDE_THE_STACK: dict[str, str] = {}
 
 _importorskip = pytest.importorskip
 
