@@ -13,8 +13,9 @@ table of timings with their ratios to the references measured in the same run, f
 sections' notes (e.g. the memory report). Sections: ``tables`` (table build), ``add`` (adding
 the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply),
 ``memory`` (peak memory and the module's cache), ``plan`` (``posenc plan`` on configs of
-2^12 to 2^16 layers) and ``bias`` (ALiBi attention: FlexAttention ``score_mod`` against SDPA
-with a materialised bias and transformers' BLOOM path, time and peak memory). A section
+2^12 to 2^16 layers), ``bias`` (ALiBi attention: FlexAttention ``score_mod`` against SDPA
+with a materialised bias and transformers' BLOOM path, time and peak memory) and ``jax``
+(posenc.jax's jitted RoPE against a jnp recipe and a copy, and its table build). A section
 whose module is missing or whose dependencies are not installed is skipped with the reason; a
 section that fails is reported and makes the exit status 1 once the others have run.
 ``--busy`` runs ``benchmarks/busy.py`` instead: the fast paths' ratios to clone on a quiet
@@ -34,7 +35,7 @@ import traceback
 
 from benchmarks.harness import Table, environment
 
-SECTIONS = ("tables", "add", "rope", "memory", "plan", "bias")
+SECTIONS = ("tables", "add", "rope", "memory", "plan", "bias", "jax")
 
 
 def run_section(name: str, table: Table, *, quick: bool) -> str:

@@ -15,6 +15,7 @@ _NEEDS = {
     "multi-axis.md": ("torch",),
     "deploying.md": ("torch", "onnx", "onnxscript", "onnxruntime"),
     "porting.md": ("torch", "transformers"),
+    "jax.md": ("jax", "flax"),
     "coming-from.md": ("torch", "positional_encodings", "rotary_embedding_torch", "transformers"),
 }
 

@@ -121,4 +121,4 @@ def test_import_without_jax_says_what_to_install() -> None:
         "try:\n    import posenc.jax\nexcept ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install -e '.[jax]'" in out.stdout
+    assert "pip install '.[jax]'" in out.stdout

@@ -1,7 +1,7 @@
 """JAX and Flax front-end: the float64 core's tables as JAX arrays, rounded once.
 
-Requires JAX and Flax (from a clone of posenc: ``pip install -e '.[jax]'``). ``import
-posenc`` never imports JAX.
+Requires JAX and Flax (``pip install jax flax``, or from a clone of posenc ``pip install
+'.[jax]'``; Python >= 3.11). ``import posenc`` never imports JAX.
 
 - **Known positions** (ints, lists, NumPy arrays, concrete JAX arrays, constants of a
   jitted function): the NumPy core's float64 tables rounded once, bit-equal to
@@ -22,8 +22,8 @@ try:
     import jax as _jax  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without jax
     raise ImportError(
-        "posenc.jax needs JAX and Flax: from a clone of posenc, pip install -e '.[jax]' "
-        "(or pip install 'jax>=0.10.2' 'flax>=0.12.8')"
+        "posenc.jax needs JAX and Flax (Python >= 3.11): pip install jax flax (or, from a "
+        "clone of posenc, pip install '.[jax]')"
     ) from exc
 
 from .._rope.plan import RopeLayer, RopePlan, rope_plan
