@@ -19,8 +19,8 @@ PY310_REASON = "posenc.jax needs jax 0.10.2 and flax 0.12.8, which need Python >
 def import_jax() -> tuple[Any, Any]:
     if sys.version_info < (3, 11):
         pytest.skip(PY310_REASON, allow_module_level=True)
-    jax = pytest.importorskip("jax", reason="jax is not installed (pip install -e '.[jax]')")
-    pytest.importorskip("flax", reason="flax is not installed (pip install -e '.[jax]')")
+    jax = pytest.importorskip("jax", reason="jax is not installed (pip install '.[jax]')")
+    pytest.importorskip("flax", reason="flax is not installed (pip install '.[jax]')")
     import jax.numpy as jnp
 
     return jax, jnp

@@ -5,6 +5,7 @@ rounded once; the static rounding of bfloat16 rounds once."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ def _tables(positions):
     return traced_phasors(positions[..., None], OMEGA[None], 1.0, _F32)
 
 
+@pytest.mark.slow
 @settings(max_examples=20)
 @given(st.lists(st.integers(0, 2**20), min_size=BATCH, max_size=BATCH))
 def test_random_positions_to_2_20_within_one_ulp(positions: list[int]) -> None:

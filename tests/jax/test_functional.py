@@ -128,6 +128,7 @@ def test_traced_16_bit_tables_are_the_exact_value_rounded_once(dtype) -> None:
     assert all(same_bits(g, w) for g, w in zip(got, want, strict=True))
 
 
+@pytest.mark.slow
 def test_traced_sinusoidal_follows_every_layout() -> None:
     positions = np.array([[0, 5], [77, 2**19 + 3]])
     for convention in sorted(posenc.CONVENTIONS):
@@ -201,7 +202,7 @@ def test_apply_rotary_matches_the_numpy_reference(pairs: str, rotary_dim) -> Non
     x = rng.standard_normal((2, 5, 3, 8)).astype(np.float32)
     cos, sin = posenc.rotary_cos_sin(np.arange(5), 8, rotary_dim=rotary_dim, pairs=pairs)
     want = posenc.apply_rotary(x.astype(np.float64), cos[:, None], sin[:, None], pairs=pairs)
-    got = pj.apply_rotary(jnp.asarray(x), cos[:, None], sin[:, None], pairs=pairs)
+    got = jax.jit(lambda x: pj.apply_rotary(x, cos[:, None], sin[:, None], pairs=pairs))(x)
     # float32 arithmetic: two products and a sum, against the float64 reference
     assert np.abs(np.asarray(got) - want).max() <= 4 * 2.0**-24 * np.abs(x).max()
     assert got.dtype == jnp.float32
@@ -211,12 +212,16 @@ def test_apply_rotary_matches_the_numpy_reference(pairs: str, rotary_dim) -> Non
 def test_apply_rotary_one_column_per_pair_and_bf16() -> None:
     x = jnp.asarray(np.random.default_rng(2).standard_normal((4, 8)), dtype=jnp.bfloat16)
     cos, sin = pj.rotary_cos_sin(4, 8)
-    laid_out = pj.apply_rotary(x, cos, sin)
-    per_pair = pj.apply_rotary(x, cos[:, :4], sin[:, :4], rotary_dim=8)
+    laid_out, per_pair = jax.jit(
+        lambda x: (
+            pj.apply_rotary(x, cos, sin),
+            pj.apply_rotary(x, cos[:, :4], sin[:, :4], rotary_dim=8),
+        )
+    )(x)
     assert laid_out.dtype == jnp.bfloat16
     assert same_bits(laid_out, per_pair)
     # rounded once from float32 arithmetic on the bf16 inputs
-    wide = pj.apply_rotary(x.astype(jnp.float32), cos, sin)
+    wide = jax.jit(lambda x: pj.apply_rotary(x.astype(jnp.float32), cos, sin))(x)
     assert same_bits(laid_out, wide.astype(jnp.bfloat16))
 
 

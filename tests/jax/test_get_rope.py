@@ -21,14 +21,17 @@ def test_flattened_heads_rotate_like_apply_rotary(neox: bool) -> None:
     positions = np.array([0, 5, 3000])
     q = jnp.asarray(rng.standard_normal((3, 4 * 16)), jnp.float32)
     k = jnp.asarray(rng.standard_normal((3, 2, 16)), jnp.float32)
-    q_rot, k_rot = rope(positions, q, k)
+    q_rot, k_rot = jax.jit(lambda q, k: rope(positions, q, k))(q, k)
     pairs = "half" if neox else "interleaved"
     cos, sin = pj.rotary_cos_sin(positions, 8, scaling=YARN, pairs=pairs)
-    want = pj.apply_rotary(q.reshape(3, 4, 16), cos[:, None], sin[:, None], pairs=pairs)
+    want = jax.jit(
+        lambda q: pj.apply_rotary(q.reshape(3, 4, 16), cos[:, None], sin[:, None], pairs=pairs)
+    )(q)
     assert same_bits(q_rot, want.reshape(3, 64))
     assert k_rot.shape == (3, 2, 16)
 
 
+@pytest.mark.slow
 def test_the_phase_at_position_4095_is_not_rounded_to_bfloat16() -> None:
     # sglang-jax's former defect: phases rounded to bf16 (0.83 off at position 4095); here
     # the bf16 table is the exact cos/sin rounded once, within half a bf16 ulp

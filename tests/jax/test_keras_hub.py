@@ -63,9 +63,9 @@ def test_rotary_embedding_and_its_scalings(case: str) -> None:
     theirs, scaling = CASES[case]
     layer = keras_hub.layers.RotaryEmbedding(max_wavelength=BASE, **theirs)
     x = np.random.default_rng(0).standard_normal((1, LENGTH, HEADS, HEAD_DIM)).astype(np.float32)
-    reference = np.asarray(layer(jnp.asarray(x)))
+    reference = np.asarray(jax.jit(layer)(x))
     cos, sin = pj.rotary_cos_sin(LENGTH, HEAD_DIM, base=BASE, scaling=scaling)
-    ours = np.asarray(pj.apply_rotary(jnp.asarray(x), cos[:, None], sin[:, None]))
+    ours = np.asarray(jax.jit(lambda x: pj.apply_rotary(x, cos[:, None], sin[:, None]))(x))
     attention = float(np.abs(np.asarray(cos)).max())  # YaRN's factor; 1 otherwise
     assert_close_float32_recipe(
         ours,
@@ -92,7 +92,7 @@ def test_decode_offset_under_jit() -> None:
 @pytest.mark.parametrize("d", [11, 64])
 def test_sine_position_encoding(d: int) -> None:
     layer = keras_hub.layers.SinePositionEncoding()
-    reference = np.asarray(layer(jnp.zeros((1, LENGTH, d))))[0]
+    reference = np.asarray(jax.jit(layer)(jnp.zeros((1, LENGTH, d))))[0]
     assert_close_float32_recipe(
         np.asarray(pj.sinusoidal(LENGTH, d)), reference, max_angle=LENGTH - 1
     )

@@ -49,6 +49,7 @@ def test_vmap_over_a_batch_of_position_rows() -> None:
     assert ulp_errors(sin, want[1]).max() <= 1.0
 
 
+@pytest.mark.slow
 def test_grad_flows_to_activations_not_positions() -> None:
     x = jnp.asarray(np.random.default_rng(1).standard_normal((1, 4, 2, HEAD_DIM)), jnp.float32)
     positions = jnp.arange(4.0)[None]
@@ -92,6 +93,7 @@ def _mesh():
     return Mesh(np.array(devices[:4]), ("seq",))
 
 
+@pytest.mark.slow
 def test_named_sharding_of_the_sequence_equals_the_unsharded_result() -> None:
     mesh = _mesh()
     length = 16
@@ -105,6 +107,7 @@ def test_named_sharding_of_the_sequence_equals_the_unsharded_result() -> None:
     assert ulp_errors(got[0], want[0]).max() <= 1.0
 
 
+@pytest.mark.slow
 def test_shard_map_shards_get_the_tables_of_their_global_offset() -> None:
     mesh = _mesh()
     length, per_shard = 16, 4

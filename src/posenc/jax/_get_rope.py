@@ -121,7 +121,7 @@ def get_rope(
 
     >>> import jax.numpy as jnp
     >>> rope = get_rope(64, 64, 4096, 10000.0)
-    >>> q, k = rope(jnp.arange(3), jnp.ones((3, 8 * 64)), jnp.ones((3, 2 * 64)))
+    >>> q, k = jax.jit(rope)(jnp.arange(3), jnp.ones((3, 8 * 64)), jnp.ones((3, 2 * 64)))
     >>> q.shape, k.shape
     ((3, 512), (3, 128))
     """
