@@ -5,8 +5,10 @@ Run from the repository root::
     PYTHONPATH=src:. python -m benchmarks --only jax [--quick]
 
 Full run: ``x`` of shape (batch, seq, heads, head_dim) = (8, 2048, 16, 64), float32 and
-bfloat16, 9 repeats; ``--quick``: (2, 256, 4, 64), 3 repeats. Every function is jitted and
-timed after its compilation (the warm-up calls), each call ending in ``block_until_ready``.
+bfloat16, 21 rounds; ``--quick``: (2, 256, 4, 64), 3 rounds. Every function is jitted and
+timed after its compilation (the warm-up calls), each call ending in ``block_until_ready``;
+the rotations are timed in turns, one call each per round (medians per function), so that a
+shared machine's changing load falls on all of them alike.
 
 Rows, per dtype:
 
@@ -27,6 +29,8 @@ positions (the float32 double-float engine, jitted), and the float32 recipe
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +43,22 @@ QUICK = (2, 256, 4, 64)
 TABLE_POSITIONS = 8192
 
 
+def interleaved(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, Timing]:
+    """Time the calls in turns, one call each per round (after two warm-up rounds): a load
+    that comes and goes on a shared machine falls on all of them alike, so their ratios
+    hold better than those of timings taken one after the other."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for round_ in range(repeats + 2):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            if round_ >= 2:
+                times[name].append(time.perf_counter() - start)
+    return {
+        name: Timing(statistics.median(t), min(t), max(t), repeats) for name, t in times.items()
+    }
+
+
 def run(table: Table, *, quick: bool) -> None:
     import jax
     import jax.numpy as jnp
@@ -46,11 +66,14 @@ def run(table: Table, *, quick: bool) -> None:
     import posenc.jax as pj
 
     shape = QUICK if quick else FULL
-    repeats = 3 if quick else 9
+    repeats = 3 if quick else 21
     _, seq, _, head_dim = shape
 
     def timed(fn: Callable[..., Any], *args: Any) -> Timing:
         return measure(lambda: jax.block_until_ready(fn(*args)), repeats=repeats, warmup=2)
+
+    def ready(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        return lambda: jax.block_until_ready(fn(*args))
 
     def rotate_half(x: Any) -> Any:
         x1, x2 = jnp.split(x, 2, axis=-1)
@@ -76,18 +99,25 @@ def run(table: Table, *, quick: bool) -> None:
         name = jnp.dtype(dtype).name
         x = jnp.asarray(rng.standard_normal(shape, dtype=np.float32), dtype=dtype)
         zero = jnp.zeros((), dtype=dtype)
-        refs = {"x + 0": timed(copy, x, zero), "jnp recipe": timed(recipe, x, cos, sin)}
-        group = f"jax rope {name} {shape}"
-        table.add(group, "x + 0 (jitted copy)", refs["x + 0"], refs)
-        table.add(group, "plain jnp rotate_half recipe", refs["jnp recipe"], refs)
-        table.add(group, "pj.apply_rotary (tables passed in)", timed(apply, x, cos, sin), refs)
-        table.add(
-            group,
-            "pj.apply_rotary (one column per pair)",
-            timed(per_pair, x, cos[..., :half], sin[..., :half]),
-            refs,
+        timings = interleaved(
+            {
+                "x + 0 (jitted copy)": ready(copy, x, zero),
+                "plain jnp rotate_half recipe": ready(recipe, x, cos, sin),
+                "pj.apply_rotary (tables passed in)": ready(apply, x, cos, sin),
+                "pj.apply_rotary (one column per pair)": ready(
+                    per_pair, x, cos[..., :half], sin[..., :half]
+                ),
+                "pj.RotaryEmbedding (known positions)": ready(module, x),
+            },
+            repeats,
         )
-        table.add(group, "pj.RotaryEmbedding (known positions)", timed(module, x), refs)
+        refs = {
+            "x + 0": timings["x + 0 (jitted copy)"],
+            "jnp recipe": timings["plain jnp rotate_half recipe"],
+        }
+        group = f"jax rope {name} {shape}"
+        for what, timing in timings.items():
+            table.add(group, what, timing, refs)
 
     # the table build
     length = 1024 if quick else TABLE_POSITIONS
