@@ -146,6 +146,16 @@ def test_traced_real_positions_within_two_ulps() -> None:
     assert max(ulp_errors(g, w).max() for g, w in zip(got, want, strict=True)) <= 2.0
 
 
+def test_traced_positions_beyond_the_digits_give_nan_and_uint32_is_exact() -> None:
+    got = jax.jit(lambda p: pj.rotary_cos_sin(p, 4)[0])(jnp.array([3.0, 2.0**32, -(2.0**33)]))
+    assert not bool(jnp.isnan(got[0]).any())
+    assert bool(jnp.isnan(got[1:]).all())
+    big = np.array([2**32 - 1, 2**31 + 7], dtype=np.uint32)
+    cos, sin = jax.jit(lambda p: pj.rotary_cos_sin(p, 4))(big)
+    want = posenc.rotary_cos_sin(big, 4, dtype=np.float64)
+    assert max(ulp_errors(g, w).max() for g, w in zip((cos, sin), want, strict=True)) <= 1.0
+
+
 def test_negative_traced_positions() -> None:
     positions = np.array([-1, -7, -(2**20)])
     got = jax.jit(lambda p: pj.rotary_cos_sin(p, 8))(positions)

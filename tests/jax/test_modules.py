@@ -76,6 +76,11 @@ def test_multi_axis_rotary_embedding() -> None:
     want = posenc.apply_rotary(np.ones((1, 2, 1, 8)), cos[:, :, None], sin[:, :, None])
     got = jax.jit(lambda q: rope(q, positions))(q)
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=1e-6)
+    # a frequency matrix (an array) is a setting, not data: the module goes through nnx.jit
+    matrix = posenc.multi_axis_frequencies((2, 1, 1), base=1e4)
+    by_matrix = pj.RotaryEmbedding(8, frequencies=matrix)
+    traced = nnx.jit(lambda m, q, p: m(q, p))(by_matrix, q, jnp.asarray(positions))
+    np.testing.assert_allclose(np.asarray(traced), want, rtol=0, atol=1e-6)
 
 
 def test_module_shape_errors_name_the_argument() -> None:

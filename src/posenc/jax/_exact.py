@@ -194,14 +194,20 @@ def _fraction_phasors(fraction: jax.Array, omega: npt.NDArray[np.float64]) -> tu
 
 def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[DFloat, DFloat]:
     """``e^{i p_k ω_k}`` ``(..., n)`` in double-float for int or float32 positions
-    ``(..., n)``, one per pair."""
+    ``(..., n)``, one per pair. Real positions of 2**32 and beyond (which the four digits do
+    not hold) give NaN, never a plausible value."""
     tables = jnp.asarray(digit_tables(omega))
     real = jnp.issubdtype(positions.dtype, jnp.floating)
+    beyond = jnp.zeros(positions.shape, dtype=bool)
     if real:
         whole = jnp.floor(positions.astype(jnp.float32))
         fraction = positions.astype(jnp.float32) - whole  # exact
         negative = whole < 0
-        magnitude = jnp.abs(whole).astype(jnp.uint32)
+        beyond = jnp.abs(whole) >= 2.0**32
+        magnitude = jnp.where(beyond, 0.0, jnp.abs(whole)).astype(jnp.uint32)
+    elif positions.dtype == jnp.uint32:  # every value fits the four digits
+        negative = jnp.zeros(positions.shape, dtype=bool)
+        magnitude = positions
     else:
         ints = positions.astype(jnp.int32)
         negative = ints < 0
@@ -211,7 +217,10 @@ def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[
     flip = negative
     phasor = ((c_hi, c_lo), (jnp.where(flip, -s_hi, s_hi), jnp.where(flip, -s_lo, s_lo)))
     if real:
-        phasor = _complex_mul(phasor, _fraction_phasors(fraction, omega))
+        (c_hi, c_lo), (s_hi, s_lo) = _complex_mul(phasor, _fraction_phasors(fraction, omega))
+        nan = jnp.float32(jnp.nan)
+        c_hi, s_hi = jnp.where(beyond, nan, c_hi), jnp.where(beyond, nan, s_hi)
+        phasor = ((c_hi, c_lo), (s_hi, s_lo))
     return phasor
 
 

@@ -10,6 +10,7 @@ module holds a parameter or a cached table: tables of known positions are the Nu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -34,6 +35,14 @@ from ._functional import (
 )
 
 __all__ = ["RotaryEmbedding", "SinusoidalEncoding"]
+
+
+@dataclass(frozen=True, eq=False)
+class _Settings:
+    """A module's multi-axis arguments, as given (checked by the core when the module is
+    made)."""
+
+    values: dict[str, Any]
 
 
 def _default_positions(length: int, offset: Any) -> Any:
@@ -143,18 +152,17 @@ class RotaryEmbedding(nnx.Module):
         self.head_dim = check_int("head_dim", head_dim, minimum=2)
         self.layer = layer
         multi = any(a is not None for a in (sections, order, schedule, frequencies))
-        self._multi = (
-            dict(
-                sections=sections,
-                order=order,
-                schedule=schedule,
-                frequencies=frequencies,
-                base=base,
-                scaling=scaling,
-            )
-            if multi
-            else None
-        )
+        settings = {
+            "sections": sections,
+            "order": order,
+            "schedule": schedule,
+            "frequencies": frequencies,
+            "base": base,
+            "scaling": scaling,
+        }
+        # held in a frozen dataclass: Flax keeps it static (a frequency matrix is an array,
+        # which NNX would take for data in a dict)
+        self._multi = _Settings(settings) if multi else None
         if layer is not None:
             if not isinstance(layer, RopeLayer):
                 raise TypeError(
@@ -169,7 +177,7 @@ class RotaryEmbedding(nnx.Module):
         spec = rope_scaling(scaling)
         self.scaling = spec
         if self._multi is not None:
-            m = self._multi
+            m = self._multi.values
             self.n_axes = _count_axes(
                 _Request(m["sections"], m["order"], m["schedule"], base, scaling, frequencies)
             )
@@ -206,7 +214,7 @@ class RotaryEmbedding(nnx.Module):
                 pairs=self.pairs,  # type: ignore[arg-type]
                 dtype=dtype,
                 seq_len=seq_len,
-                **self._multi,
+                **self._multi.values,
             )
         return rotary_cos_sin(
             positions,
