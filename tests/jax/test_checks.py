@@ -122,3 +122,23 @@ def test_import_without_jax_says_what_to_install() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install '.[jax]'" in out.stdout
+
+
+def test_missing_jax_fails_under_ci_skips_outside_and_skips_python_3_10(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from tests.jax.helpers import PY310_REASON, import_jax
+
+    monkeypatch.setitem(sys.modules, "flax", None)  # flax "not installed"
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="under CI"):
+        import_jax()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="flax is not installed"):
+        import_jax()
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14))
+    with pytest.raises(pytest.skip.Exception, match=r"need Python >= 3\.11"):
+        import_jax()
+    assert "jax 0.10.2 and flax 0.12.8" in PY310_REASON
