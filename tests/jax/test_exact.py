@@ -1,6 +1,6 @@
 """The float32 engine for traced positions: within one float32 ulp of the exact value (floor
-2**-25) for random positions up to 2**20 and beyond, without 64-bit mode; 16-bit results
-rounded once; the static rounding of bfloat16 rounds once."""
+2**-25) for random integer positions up to 2**20 and real ones up to 2**24, without 64-bit
+mode; 16-bit results rounded once; the static rounding of bfloat16 rounds once."""
 
 from __future__ import annotations
 
@@ -40,11 +40,36 @@ def test_random_positions_to_2_20_within_one_ulp(positions: list[int]) -> None:
     assert ulp_errors(sin, np.sin(theta)).max() <= 1.0
 
 
-def test_every_int32_position_is_encoded() -> None:
-    # far beyond 2**20 the float64 angle itself is the reference (its rounding, p·2**-53,
-    # stays far below a float32 ulp up to 2**31)
-    pos = np.array([2**24 + 1, 2**30 + 12345, 2**31 - 1, -(2**31) + 1], dtype=np.int32)
+def test_int32_positions_to_2_24_and_beyond() -> None:
+    pos = np.array([2**24 - 1, 2**24, -(2**24) + 3, 2**23 + 12345], dtype=np.int32)
     cos, sin = _tables(pos)
+    theta = pos.astype(np.float64)[:, None] * OMEGA
+    assert ulp_errors(cos, np.cos(theta)).max() <= 1.0
+    assert ulp_errors(sin, np.sin(theta)).max() <= 1.0
+    # beyond, every int32 is encoded: the float64 angles (the tables' and the reference's)
+    # round by up to |p|·2**-53 each, the bound that adds to the ulp
+    far = np.array([2**30 + 12345, 2**31 - 1, -(2**31) + 1, 2**28], dtype=np.int32)
+    theta = far.astype(np.float64)[:, None] * OMEGA
+    slack = 2.0**-24 + 2 * np.abs(theta) * 2.0**-53
+    for got, want in zip(_tables(far), (np.cos(theta), np.sin(theta)), strict=True):
+        assert (np.abs(np.asarray(got, np.float64) - want) <= slack).all()
+
+
+_REAL = jax.jit(lambda p: traced_phasors(p[..., None], OMEGA[None], 1.0, _F32))
+
+
+@pytest.mark.slow
+@settings(max_examples=20)
+@given(
+    st.lists(
+        st.floats(-(2.0**24), 2.0**24, width=32, allow_nan=False),
+        min_size=BATCH,
+        max_size=BATCH,
+    )
+)
+def test_random_real_positions_to_2_24_within_one_ulp(positions: list[float]) -> None:
+    pos = np.array(positions, dtype=np.float32)
+    cos, sin = _REAL(pos)
     theta = pos.astype(np.float64)[:, None] * OMEGA
     assert ulp_errors(cos, np.cos(theta)).max() <= 1.0
     assert ulp_errors(sin, np.sin(theta)).max() <= 1.0

@@ -138,12 +138,12 @@ def test_traced_sinusoidal_follows_every_layout() -> None:
         assert ulp_errors(got, want).max() <= 1.0, convention
 
 
-def test_traced_real_positions_within_two_ulps() -> None:
+def test_traced_real_positions_within_one_ulp() -> None:
     rng = np.random.default_rng(0)
     positions = (rng.random(256) * 2**20).astype(np.float32)
     got = jax.jit(lambda p: pj.rotary_cos_sin(p, 64))(positions)
     want = posenc.rotary_cos_sin(positions.astype(np.float64), 64, dtype=np.float64)
-    assert max(ulp_errors(g, w).max() for g, w in zip(got, want, strict=True)) <= 2.0
+    assert max(ulp_errors(g, w).max() for g, w in zip(got, want, strict=True)) <= 1.0
 
 
 def test_traced_positions_beyond_the_digits_give_nan_and_uint32_is_exact() -> None:

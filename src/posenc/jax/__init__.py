@@ -9,8 +9,9 @@ Requires JAX and Flax (``pip install jax flax``, or from a clone of posenc ``pip
   included).
 - **Traced positions** (arguments of ``jax.jit``, ``vmap``, ``shard_map``): without 64-bit
   mode, integer positions give values within one float32 ulp of the exact value (absolute
-  floor 2**-25) for every int32 position, 16-bit dtypes rounded once from it; real-valued
-  positions within two ulps. With ``jax_enable_x64``, the angles are float64.
+  floor 2**-25) up to 2**24, integer or real (beyond, the float64 angle's own rounding,
+  ``|p|·2**-53``, adds to it, as in the NumPy core), 16-bit dtypes rounded once from it. With
+  ``jax_enable_x64``, the angles are float64.
 
 >>> import posenc.jax as pj
 >>> pj.rotary_cos_sin(4, 8)[0].shape

@@ -14,8 +14,12 @@ Two jobs, both about the single rounding that every posenc table gets:
   The graph gathers one phasor per byte and multiplies the four in double-float arithmetic
   (error-free products and sums built from float32 operations only), which is exact to about
   2**-44: the result rounded to float32 is within one ulp of the exact value (absolute error
-  at most 2**-25 near zeros) for every int32 position, and a float16/bfloat16 result is
-  the exact value rounded once (round-to-odd in float32, then to nearest).
+  at most 2**-25 near zeros; measured: half an ulp plus 2**-44) up to 2**24, and a
+  float16/bfloat16 result is the exact value rounded once (round-to-odd in float32, then to
+  nearest). Beyond 2**24 the float64 angles of the tables round by up to ``|p|·2**-53``, the
+  error of the NumPy core's float64 angles too. A real position's fraction is three more
+  bytes (tables of ``b·256**-j·ω``) and a rest below 2**-24, whose turn is its first-order
+  term.
 
 With ``jax_enable_x64`` on, the graph computes the angles in float64 instead.
 
@@ -153,23 +157,30 @@ def _pair(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
     return np.stack((hi, lo), axis=-1)
 
 
-def digit_tables(omega: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-    """The phasors of every digit value: float32 ``(DIGITS, 256·n, 4)``, row ``b·n + k``
-    holding ``(cos hi, cos lo, sin hi, sin lo)`` of ``b·256**j·ω_k`` computed in float64."""
-    digits = np.arange(_RADIX, dtype=np.float64)
-    scales = float(_RADIX) ** np.arange(DIGITS)  # exact powers of two
-    theta = (scales[:, None] * digits[None, :])[..., None] * omega  # (DIGITS, 256, n)
+#: the bytes of a fraction f in [0, 1): f = Σ_j b_j·256**(j - FRACTION_DIGITS) + r, r < 2**-24
+FRACTION_DIGITS = 3
+
+
+def digit_tables(
+    omega: npt.NDArray[np.float64], first: int = 0, digits: int = DIGITS
+) -> npt.NDArray[np.float32]:
+    """The phasors of every digit value: float32 ``(digits, 256·n, 4)``, row ``b·n + k`` of
+    table ``j`` holding ``(cos hi, cos lo, sin hi, sin lo)`` of ``b·256**(first + j)·ω_k``
+    computed in float64 (``first = -3``: the bytes of a fraction)."""
+    values = np.arange(_RADIX, dtype=np.float64)
+    scales = float(_RADIX) ** np.arange(first, first + digits)  # exact powers of two
+    theta = (scales[:, None] * values[None, :])[..., None] * omega  # (digits, 256, n)
     table = np.concatenate((_pair(np.cos(theta)), _pair(np.sin(theta))), axis=-1)
-    return table.reshape(DIGITS, -1, 4)
+    return table.reshape(digits, -1, 4)
 
 
 def _digit_phasors(magnitude: jax.Array, tables: jax.Array) -> tuple[DFloat, DFloat]:
     """``e^{i|p_k|ω_k}`` in double-float from the uint32 magnitudes ``(..., n)`` (one
-    position per pair): ``(..., n)``."""
+    position per pair, in units of the tables' first digit): ``(..., n)``."""
     n = magnitude.shape[-1]
     column = jnp.arange(n, dtype=jnp.int32)
     result: tuple[DFloat, DFloat] | None = None
-    for j in range(DIGITS):
+    for j in range(tables.shape[0]):
         digit = ((magnitude >> (DIGIT_BITS * j)) & (_RADIX - 1)).astype(jnp.int32)
         row = tables[j][digit * n + column]  # (..., n, 4)
         phasor = ((row[..., 0], row[..., 1]), (row[..., 2], row[..., 3]))
@@ -179,17 +190,21 @@ def _digit_phasors(magnitude: jax.Array, tables: jax.Array) -> tuple[DFloat, DFl
 
 
 def _fraction_phasors(fraction: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[DFloat, DFloat]:
-    """``e^{i f ω}`` for float32 fractions ``f`` in [0, 1): the angle ``f·ω`` as a
-    double-float, its cos/sin from float32 ``cos``/``sin`` plus the first-order term of the
-    angle's low part. Within a few float32 ulps (the float32 ``sin``/``cos`` set the error)."""
+    """``e^{i f ω}`` for float32 fractions ``f`` in [0, 1), in double-float.
+
+    The first 24 bits of ``f`` are three bytes, whose phasors come from tables like the
+    integer digits'; the rest, ``r < 2**-24``, turns by ``a = r·ω`` (formed exactly as a
+    double-float), where ``cos a = 1 - a²/2`` and ``sin a = a`` hold to far below 2**-44."""
+    bits = jnp.floor(fraction * 2.0**24)  # exact: a power-of-two scaling, then a floor
+    rest = fraction - bits * 2.0**-24  # exact, in [0, 2**-24)
+    phasor = _digit_phasors(
+        bits.astype(jnp.uint32), jnp.asarray(digit_tables(omega, -FRACTION_DIGITS, FRACTION_DIGITS))
+    )
     pairs = _pair(omega)
-    w_hi, w_lo = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
-    f = fraction
-    a_hi, a_lo = _two_prod(f, w_hi)
-    a_lo = a_lo + f * w_lo
-    a_hi, a_lo = _fast_two_sum(a_hi, a_lo)
-    c, s = jnp.cos(a_hi), jnp.sin(a_hi)
-    return _fast_two_sum(c, -a_lo * s), _fast_two_sum(s, a_lo * c)
+    a_hi, a_lo = _two_prod(rest, jnp.asarray(pairs[:, 0]))
+    a_hi, a_lo = _fast_two_sum(a_hi, a_lo + rest * jnp.asarray(pairs[:, 1]))
+    turn = ((jnp.ones_like(a_hi), -0.5 * a_hi * a_hi), (a_hi, a_lo))
+    return _complex_mul(phasor, turn)
 
 
 def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[DFloat, DFloat]:
@@ -200,11 +215,14 @@ def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[
     real = jnp.issubdtype(positions.dtype, jnp.floating)
     beyond = jnp.zeros(positions.shape, dtype=bool)
     if real:
-        whole = jnp.floor(positions.astype(jnp.float32))
-        fraction = positions.astype(jnp.float32) - whole  # exact
-        negative = whole < 0
-        beyond = jnp.abs(whole) >= 2.0**32
-        magnitude = jnp.where(beyond, 0.0, jnp.abs(whole)).astype(jnp.uint32)
+        value = positions.astype(jnp.float32)
+        negative = value < 0
+        # sign and magnitude: |p| = whole + fraction, both exact (a floor of -3e-7 would be -1,
+        # and 1 - 3e-7 is not a float32)
+        whole = jnp.floor(jnp.abs(value))
+        fraction = jnp.abs(value) - whole
+        beyond = whole >= 2.0**32
+        magnitude = jnp.where(beyond, 0.0, whole).astype(jnp.uint32)
     elif positions.dtype == jnp.uint32:  # every value fits the four digits
         negative = jnp.zeros(positions.shape, dtype=bool)
         magnitude = positions
@@ -213,15 +231,15 @@ def _f32_phasors(positions: jax.Array, omega: npt.NDArray[np.float64]) -> tuple[
         negative = ints < 0
         # |-2**31| wraps to -2**31 in int32, which is 2**31 as uint32: still exact
         magnitude = jnp.abs(ints).astype(jnp.uint32)
-    (c_hi, c_lo), (s_hi, s_lo) = _digit_phasors(magnitude, tables)
-    flip = negative
-    phasor = ((c_hi, c_lo), (jnp.where(flip, -s_hi, s_hi), jnp.where(flip, -s_lo, s_lo)))
+    phasor = _digit_phasors(magnitude, tables)  # e^{i|p|ω} (its whole part, for reals)
     if real:
-        (c_hi, c_lo), (s_hi, s_lo) = _complex_mul(phasor, _fraction_phasors(fraction, omega))
+        phasor = _complex_mul(phasor, _fraction_phasors(fraction, omega))
+    (c_hi, c_lo), (s_hi, s_lo) = phasor
+    if real:
         nan = jnp.float32(jnp.nan)
         c_hi, s_hi = jnp.where(beyond, nan, c_hi), jnp.where(beyond, nan, s_hi)
-        phasor = ((c_hi, c_lo), (s_hi, s_lo))
-    return phasor
+    # a negative position turns the other way: sin changes sign, cos does not
+    return (c_hi, c_lo), (jnp.where(negative, -s_hi, s_hi), jnp.where(negative, -s_lo, s_lo))
 
 
 def _round_df(value: DFloat, dtype: Any) -> jax.Array:
