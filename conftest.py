@@ -28,7 +28,7 @@ import pytest
 #: the sweeps' terminal summaries (loaded here: a pytest-xdist controller loads no deeper conftest)
 pytest_plugins = ("tests.summaries",)
 
-OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug"})
+OPTIONAL = frozenset({"torch", "matplotlib", "flask", "werkzeug", "jax", "jaxlib", "flax"})
 _ROOT = Path(__file__).parent
 _SRC = _ROOT / "src"
 _TORCH_TESTS = _ROOT / "tests" / "torch"
@@ -41,11 +41,10 @@ _EXAMPLES_NEED = {
 }
 
 
-#: references the test stack leaves out, and why: they may skip even under CI
-OUTSIDE_THE_STACK = {
-    "keras_hub": "keras-hub requires tensorflow-text (TensorFlow), which is not installed",
-    "keras": "keras is only used with keras-hub, which is not installed",
-}
+#: references the test stack leaves out, and why: they may skip even under CI (none today:
+#: keras-hub, which requires TensorFlow through tensorflow-text, is installed without its
+#: dependencies, requirements-nodeps.txt)
+OUTSIDE_THE_STACK: dict[str, str] = {}
 
 _importorskip = pytest.importorskip
 

@@ -14,8 +14,9 @@ sections' notes (e.g. the memory report). Sections: ``tables`` (table build), ``
 the encoding: eval, in-place, train with dropout, embedding), ``rope`` (rotary apply),
 ``memory`` (peak memory and the module's cache), ``plan`` (``posenc plan`` on configs of
 2^12 to 2^16 layers), ``bias`` (ALiBi attention: FlexAttention ``score_mod`` against SDPA
-with a materialised bias and transformers' BLOOM path, time and peak memory) and ``audit``
-(``posenc audit`` on a GGUF file of at least 1 GiB, from a cold process, without torch). A section
+with a materialised bias and transformers' BLOOM path, time and peak memory), ``audit``
+(``posenc audit`` on a GGUF file of at least 1 GiB, from a cold process, without torch) and
+``jax`` (posenc.jax's jitted RoPE against a jnp recipe and a copy, and its table build). A section
 whose module is missing or whose dependencies are not installed is skipped with the reason; a
 section that fails is reported and makes the exit status 1 once the others have run.
 ``--busy`` runs ``benchmarks/busy.py`` instead: the fast paths' ratios to clone on a quiet
@@ -35,7 +36,7 @@ import traceback
 
 from benchmarks.harness import Table, environment
 
-SECTIONS = ("tables", "add", "rope", "memory", "plan", "bias", "audit")
+SECTIONS = ("tables", "add", "rope", "memory", "plan", "bias", "audit", "jax")
 
 
 def run_section(name: str, table: Table, *, quick: bool) -> str:

@@ -16,6 +16,7 @@ _NEEDS = {
     "deploying.md": ("torch", "onnx", "onnxscript", "onnxruntime"),
     "porting.md": ("torch", "transformers"),
     "auditing.md": ("gguf", "onnx", "torch", "transformers"),
+    "jax.md": ("jax", "flax"),
     "coming-from.md": ("torch", "positional_encodings", "rotary_embedding_torch", "transformers"),
 }
 

@@ -31,11 +31,17 @@ PUBLIC_MODULES = (
     "posenc.audit",
     "posenc.torch",
     "posenc.torch.hf",
+    "posenc.jax",
     "posenc.plot",
     "posenc.cli",
 )
 # The packages a public module needs to import (to read its __all__).
-NEEDS = {"posenc.torch": "torch", "posenc.torch.hf": "torch", "posenc.plot": "matplotlib"}
+NEEDS = {
+    "posenc.torch": "torch",
+    "posenc.torch.hf": "torch",
+    "posenc.jax": "jax",
+    "posenc.plot": "matplotlib",
+}
 
 
 def public_names(module: ModuleType) -> list[str]:

@@ -95,6 +95,8 @@ def _lower_bounds() -> dict[str, list[str]]:
         ("transformers", "requirements-dev.txt", 2),
         ("matplotlib", "requirements-demo.txt", 2),
         ("flask", "requirements-demo.txt", 2),
+        ("jax", "requirements-dev.txt", 3),
+        ("flax", "requirements-dev.txt", 3),
     ],
 )
 def test_lower_bounds_are_tested_versions(package: str, requirements: str, digits: int) -> None:

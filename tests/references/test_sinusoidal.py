@@ -16,6 +16,7 @@ below the O(1) differences a wrong frequency schedule or layout produces.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -223,6 +224,8 @@ def test_positional_encodings_1d_odd_d_differs(d):
 
 @pytest.mark.parametrize("d", [8, 11, 64])
 def test_keras_hub_sine_position_encoding(d):
+    os.environ["KERAS_BACKEND"] = "jax"  # before keras is imported (no TensorFlow here)
+    pytest.importorskip("jax", reason="jax is not installed (keras-hub's backend here)")
     keras_hub = pytest.importorskip(
         "keras_hub", reason="keras-hub is not installed (optional SinePositionEncoding reference)"
     )

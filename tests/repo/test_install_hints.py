@@ -22,6 +22,8 @@ WORKING = {
     "pip install '.[plot]'",
     "pip install flask",
     "pip install '.[explore]'",
+    "pip install jax",
+    "pip install '.[jax]'",
 }
 
 BLOCK = textwrap.dedent(
@@ -41,6 +43,7 @@ BLOCK = textwrap.dedent(
 CASES = {
     "import posenc.torch": ("torch", "import posenc.torch"),
     "import posenc.plot": ("matplotlib", "import posenc.plot"),
+    "import posenc.jax": ("jax", "import posenc.jax"),
     "posenc demo without torch": (
         "torch",
         "from posenc.cli import main; main(['demo', '--no-figures'])",

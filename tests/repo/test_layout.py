@@ -2,12 +2,13 @@
 and tests in the package's shape.
 
 - The public modules are exactly ``posenc``, ``posenc.analysis``, ``posenc.torch``,
-  ``posenc.torch.hf``, ``posenc.plot``, ``posenc.cli`` and ``posenc.explore``; every other
+  ``posenc.torch.hf``, ``posenc.jax``, ``posenc.plot``, ``posenc.cli`` and ``posenc.explore``;
+  every other
   module is private (a leading underscore), so no public function hides a module.
 - ``__all__`` holds the design's public API, every name README/docs use and the types public
   functions return; README, docs, examples and benchmarks use public names only.
 - The faces that only re-export (``posenc``, ``posenc.analysis``, ``posenc.torch``,
-  ``posenc.torch.hf``) expose nothing beyond their ``__all__`` (and their public
+  ``posenc.torch.hf``, ``posenc.jax``) expose nothing beyond their ``__all__`` (and their public
   subpackages); ``posenc.torch.hf`` is a package whose ``__init__`` only re-exports.
 - The faces define no code: their ``__init__`` holds a docstring, imports and ``__all__``.
 - Imports run down the tree: no import cycle (imports inside functions included), no loop
@@ -50,11 +51,17 @@ PUBLIC = {
     "posenc.audit",
     "posenc.torch",
     "posenc.torch.hf",
+    "posenc.jax",
     "posenc.plot",
     "posenc.cli",
     "posenc.explore",
 }
-OPTIONAL = {"posenc.torch": "torch", "posenc.torch.hf": "torch", "posenc.plot": "matplotlib"}
+OPTIONAL = {
+    "posenc.torch": "torch",
+    "posenc.torch.hf": "torch",
+    "posenc.jax": "jax",
+    "posenc.plot": "matplotlib",
+}
 
 #: The public API of the design document, by module.
 DESIGN = {
@@ -184,7 +191,14 @@ def test_types_public_functions_return_are_exported() -> None:
 # -- the faces re-export, imports run down the tree -----------------------------------------------
 
 #: Public modules that only re-export: nothing public in them but ``__all__``.
-FACES = ("posenc", "posenc.analysis", "posenc.audit", "posenc.torch", "posenc.torch.hf")
+FACES = (
+    "posenc",
+    "posenc.analysis",
+    "posenc.audit",
+    "posenc.torch",
+    "posenc.torch.hf",
+    "posenc.jax",
+)
 #: The edges: public packages whose private modules use the public faces of others.
 EDGES = ("posenc.cli",)
 

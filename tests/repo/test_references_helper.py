@@ -44,5 +44,7 @@ def test_an_optional_reference_outside_the_test_stack_still_skips_under_ci(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CI", "true")
+    outside = pytest.importorskip.__globals__["OUTSIDE_THE_STACK"]  # the root conftest's
+    monkeypatch.setitem(outside, "posenc_no_such_outside", "not in the test stack")
     with pytest.raises(pytest.skip.Exception):
-        pytest.importorskip("keras_hub", reason="keras-hub is not installed")
+        pytest.importorskip("posenc_no_such_outside", reason="it is not installed")

@@ -26,6 +26,7 @@ already multiplied by it, as Hugging Face's rotary modules return them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -219,13 +220,19 @@ def _table_form(channels: int, shape: tuple[int, ...], rotary_dim: Any) -> tuple
 
 
 def check_rotation_shapes(
-    x: tuple[int, ...], cos: tuple[int, ...], sin: tuple[int, ...], rotary_dim: Any = None
+    x: tuple[int, ...],
+    cos: tuple[int, ...],
+    sin: tuple[int, ...],
+    rotary_dim: Any = None,
+    *,
+    broadcast: Callable[..., tuple[int, ...]] = np.broadcast_shapes,
 ) -> tuple[int, bool]:
     """Check the shapes of a rotation's ``x`` and tables; return ``(r, per_pair)``.
 
     ``r`` is the number of rotated channels and ``per_pair`` whether the tables hold one
     column per pair (``rotary_dim = 2 * cos.shape[-1]``) rather than ``r`` columns laid out
-    for ``pairs``. Shared by the NumPy and torch ``apply_rotary``, so both say the same.
+    for ``pairs``. Shared by the NumPy, torch and JAX ``apply_rotary``, so all say the same;
+    ``broadcast`` is the library's ``broadcast_shapes`` (JAX's knows symbolic dimensions).
 
     >>> check_rotation_shapes((2, 3, 5, 8), (5, 8), (5, 8))
     (8, False)
@@ -239,7 +246,7 @@ def check_rotation_shapes(
     dim, per_pair = _table_form(x[-1], cos, rotary_dim)
     part = (*x[:-1], cos[-1])
     try:
-        together = np.broadcast_shapes(part, cos)
+        together = broadcast(part, cos)
     except ValueError:
         together = None
     if together != part:

@@ -1,0 +1,1 @@
+"""Tests of posenc.jax (helpers in ``tests/jax/helpers.py``)."""
