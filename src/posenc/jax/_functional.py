@@ -27,7 +27,6 @@ from .._features import (
     check_pairs,
     feature_slices,
     layout_error,
-    pair_columns_agree,
     pair_slices,
 )
 from .._frequencies import frequencies
@@ -321,21 +320,29 @@ def layer_cos_sin(
     )
 
 
-def _laid_out(cos: jax.Array, sin: jax.Array, pairs: str) -> tuple[jax.Array, jax.Array]:
-    """Known tables of another layout raise the core's error; traced ones get NaN rows
-    where their pairs disagree (the values cannot be read while the graph is built)."""
+def _per_pair(cos: jax.Array, sin: jax.Array, pairs: str) -> tuple[jax.Array, jax.Array]:
+    """Tables laid out for ``pairs`` ``(..., r)`` as one column per pair ``(..., r/2)``.
+
+    Known tables of another layout raise the core's error. Traced ones (the values cannot be
+    read while the graph is built) give NaN in each pair whose two columns disagree, an
+    element-wise choice with no reduction over the tables. Where the two columns agree, they
+    hold the pair's angle, whatever the layout, so no finite value is wrong."""
+    first, second = pair_slices(pairs, cos.shape[-1] // 2)
     if not (is_traced(cos) or is_traced(sin)):
         error = layout_error(
             np.asarray(cos).astype(np.float64), np.asarray(sin).astype(np.float64), pairs
         )
         if error is not None:
             raise error
-        return cos, sin
-    agree = jnp.all(
-        pair_columns_agree(cos, pairs) & pair_columns_agree(sin, pairs), axis=-1, keepdims=True
-    )
+        return cos[..., first], sin[..., first]
+    agree = (cos[..., first] == cos[..., second]) & (sin[..., first] == sin[..., second])
     nan = jnp.array(jnp.nan, dtype=cos.dtype)
-    return jnp.where(agree, cos, nan), jnp.where(agree, sin, nan)
+    checked = jnp.where(agree, cos[..., first], nan), jnp.where(agree, sin[..., first], nan)
+    # computed once, as tables: fused into the rotation, XLA would redo the check for every
+    # element of x (each head and batch row), which made the rotation slower than without it
+    barrier: Any = jax.lax.optimization_barrier
+    cos_checked, sin_checked = barrier(checked)
+    return cos_checked, sin_checked
 
 
 def apply_rotary(
@@ -359,8 +366,8 @@ def apply_rotary(
             dimension (``(b, s, 1, ·)`` for ``x`` of shape ``(b, s, h, d)``), either laid
             out for ``pairs`` ``(..., r)`` (from :func:`rotary_cos_sin`) or one column per
             pair ``(..., r/2)`` with ``rotary_dim=r``. A table of the other layout is a
-            ``ValueError`` when its values are known; traced, its rows whose pairs disagree
-            come out NaN.
+            ``ValueError`` when its values are known; traced, each pair whose two columns
+            disagree comes out NaN.
         pairs: ``"half"`` or ``"interleaved"``, how ``x`` pairs its channels.
         rotary_dim: ``r``: ``cos.shape[-1]`` (default) or ``2 * cos.shape[-1]``.
 
@@ -384,11 +391,8 @@ def apply_rotary(
         rotary_dim,
         broadcast=jnp.broadcast_shapes,
     )
-    n = dim // 2
     if not per_pair:
-        cos, sin = _laid_out(cos, sin, pairs)
-        first, _ = pair_slices(pairs, n)
-        cos, sin = cos[..., first], sin[..., first]
+        cos, sin = _per_pair(cos, sin, pairs)
     return rotate(x, cos, sin, pairs, dim)
 
 
