@@ -50,6 +50,7 @@ from ._rope.multi_axis import (
 from ._rope.plan import RopeLayer, RopePlan, rope_plan
 from ._rope.rotary import apply_rotary, rotary_cos_sin
 from ._rope.scaling import ROPE_TYPES, RopeScaling, rope_frequencies, rope_scaling
+from ._rope.temperature import AttentionTemperature, TemperatureKind, attention_temperature
 from ._sinusoidal import sinusoidal
 from ._switches import set_fast_paths
 from ._timestep import timestep_embedding
@@ -63,6 +64,7 @@ __all__ = [
     "ROPE_TYPES",
     "AlibiConvention",
     "AlibiForm",
+    "AttentionTemperature",
     "AxisOrder",
     "AxisSchedule",
     "BucketConvention",
@@ -76,11 +78,13 @@ __all__ = [
     "RopeLayer",
     "RopePlan",
     "RopeScaling",
+    "TemperatureKind",
     "__version__",
     "alibi_bias",
     "alibi_slopes",
     "analysis",
     "apply_rotary",
+    "attention_temperature",
     "compressed_positions",
     "deberta_buckets",
     "deberta_relative_positions",

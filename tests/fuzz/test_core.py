@@ -56,6 +56,7 @@ from .values import (
     finite,
     flag,
     name,
+    positive,
     scalings,
 )
 
@@ -613,3 +614,45 @@ def test_set_data_checks(data: st.DataObject) -> None:
         assert torch.equal(inside, pt.sinusoidal(4, 4)[3:])
 
     run(a.call("posenc.torch.set_data_checks", switch, check))
+
+
+@fuzz()
+@given(st.data())
+def test_attention_temperature(data: st.DataObject) -> None:
+    a = Args(data)
+    positions = a.draw(
+        "positions",
+        choose(
+            st.integers(0, 64) | st.lists(st.integers(0, 2**53), max_size=6),
+            st.sampled_from([[-1], [0.5], "x", [[1], [2, 3]], 2**62, -3, [True], None]),
+        ),
+    )
+    kind = a.draw("kind", name(("llama4", "llama4_beta", "log", "constant")))
+    params = {
+        "llama4": ("attn_scale", "floor_scale"),
+        "llama4_beta": ("beta", "original_max_position_embeddings"),
+        "log": ("alpha", "n_floor"),
+        "constant": ("scale",),
+    }.get(kind if isinstance(kind, str) else "", ())
+    for key in params:
+        scale = key in ("floor_scale", "original_max_position_embeddings", "n_floor", "scale")
+        a.draw(key, positive(0.5, 1e5) if scale else finite(-1.0, 1.0))
+
+    def reference(p: int) -> float:
+        k = {key: float(a.kwargs[key]) for key in params}
+        if kind == "llama4":
+            return 1 + k["attn_scale"] * math.log1p(math.floor((p + 1) / k["floor_scale"]))
+        if kind == "llama4_beta":
+            steps = math.floor(p / k["original_max_position_embeddings"])
+            return 1 + k["beta"] * math.log1p(steps)
+        if kind == "log":
+            return 1 + k["alpha"] * math.log(max((p + 1) / k["n_floor"], 1.0))
+        return k["scale"]
+
+    def check(out: np.ndarray) -> None:
+        p = np.arange(positions) if isinstance(positions, int) else np.asarray(positions)
+        expect_array(out, p.shape, np.float64)
+        want = np.array([reference(int(v)) for v in p.flat]).reshape(p.shape)
+        np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)
+
+    run(a.call("posenc.attention_temperature", posenc.attention_temperature, check))

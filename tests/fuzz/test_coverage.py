@@ -51,6 +51,8 @@ NOT_FUZZED = {
         "BucketConvention": _TYPE,
         "KerpleKind": _TYPE,
         "RelativeSign": _TYPE,
+        "TemperatureKind": _TYPE,
+        "AttentionTemperature": _RESULT,
         "MultiAxisFrequencies": _RESULT,
         "MultimodalPositions": _RESULT,
         "RopeLayer": _RESULT,

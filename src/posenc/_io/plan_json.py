@@ -45,7 +45,20 @@ def _layer_dict(layer: Any, indices: list[int] | None) -> dict[str, Any]:
         "unsupported": layer.unsupported or None,
         "inert": {str(k): _plain(v) for k, v in layer.inert},
         "notes": list(layer.notes),
+        "temperature": _temperature(layer.temperature),
         "frequencies": [float(w) for w in layer.frequencies],
+    }
+
+
+def _temperature(found: Any) -> dict[str, Any] | None:
+    """The layer's attention temperature: its kind, parameters, what it scales, its source."""
+    if found is None:
+        return None
+    return {
+        "kind": found.kind,
+        "params": {k: v for k, v in found.params},
+        "scales": found.scales,
+        "source": found.source,
     }
 
 

@@ -55,6 +55,7 @@ from .multi_axis import (
 from .records import INERT_KEYS
 from .rotary import default_seq_len, resolve_rotary_dim, rotary_cos_sin
 from .scaling import RopeScaling, rope_frequencies, rope_scaling
+from .temperature import AttentionTemperature, read_temperature
 
 __all__ = ["PAIRS_BY_MODEL", "RopeLayer", "RopePlan", "rope_plan", "table_plan"]
 
@@ -107,6 +108,10 @@ class RopeLayer:
             layout that no table describes); ``""`` when it does.
         inert: ``(key, value)`` pairs the config gives that leave the tables unchanged.
         notes: what else the config or the model does with positions, in words.
+        temperature: the position-dependent (or constant) scale the layer's attention puts on
+            its queries (or q and k), :class:`~posenc._rope.temperature.AttentionTemperature`
+            (Llama 4's layers without RoPE, Ministral 3 and Mistral 4, Inkling, Ergo); None for
+            none. Its ``at(positions)`` gives the scale in float64.
 
     For multi-axis layers, :attr:`frequencies` holds the frequency of each pair (whatever axis
     it turns with) and :meth:`axis_frequencies` the matrix ``(n_axes, n_pairs)``.
@@ -132,6 +137,7 @@ class RopeLayer:
     unsupported: str = ""
     inert: tuple[tuple[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
+    temperature: AttentionTemperature | None = None
     frequencies: _F64 = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -239,8 +245,12 @@ class RopeLayer:
             )
 
     def __repr__(self) -> str:
+        temperature = (
+            [f"temperature={self.temperature.kind!r}"] if self.temperature is not None else []
+        )
         if not self.uses_positions:
-            return f"RopeLayer({self.layer_type!r}, uses_positions=False)"
+            bare = [repr(self.layer_type), "uses_positions=False", *temperature]
+            return f"RopeLayer({', '.join(bare)})"
         parts = [
             repr(self.layer_type),
             f"rope_type={self.rope_type!r}",
@@ -267,7 +277,7 @@ class RopeLayer:
             parts.append("unsupported=...")
         if self.inert:
             parts.append(f"inert={dict(self.inert)!r}")
-        return f"RopeLayer({', '.join(parts)})"
+        return f"RopeLayer({', '.join([*parts, *temperature])})"
 
 
 def _no_rope(label: str, head_dim: int, pairs: tuple[PairLayout, str], why: str) -> RopeLayer:
@@ -639,13 +649,21 @@ def _refuse(reading: ConfigReading) -> None:
         )
 
 
+def _with_temperature(reading: ConfigReading, layer: RopeLayer, index: int | None) -> RopeLayer:
+    found = read_temperature(reading, layer.layer_type, index, layer.uses_positions)
+    return layer if found is None else replace(layer, temperature=found)
+
+
 def _plan(reading: ConfigReading) -> RopePlan:
     pairs = pairs_of(reading)
     kinds = _kinds(reading, pairs)
+    layers = _layers(reading, kinds, pairs)
     return RopePlan(
         model_type=reading.model_type,
         source=reading.where,
-        layers=_layers(reading, kinds, pairs),
-        kinds=MappingProxyType(kinds),
+        layers=tuple(_with_temperature(reading, layer, i) for i, layer in enumerate(layers)),
+        kinds=MappingProxyType(
+            {label: _with_temperature(reading, kind, None) for label, kind in kinds.items()}
+        ),
         notes=tuple(reading.notes),
     )

@@ -131,7 +131,7 @@ INERT_KEYS: Mapping[str, tuple[Check, str]] = MappingProxyType(
         "llama_4_scaling_beta": (
             finite,
             "Ministral 3 / Mistral 4: scales the queries by position inside attention "
-            "(get_llama_4_attn_scale); the rotation is unchanged",
+            "(get_llama_4_attn_scale; the layers' temperature); the rotation is unchanged",
         ),
     }
 )

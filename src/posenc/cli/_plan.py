@@ -168,6 +168,11 @@ def _details(kinds: list[dict[str, Any]]) -> list[str]:
             lines.append(f"scaling of {k['layer_type']} ({k['rope_type']}): {params}")
         if k["unsupported"]:
             lines.append(f"no tables for {k['layer_type']}: {k['unsupported']}")
+        if k["temperature"]:
+            t = k["temperature"]
+            params = ", ".join(f"{n}={_short(v)}" for n, v in t["params"].items())
+            where = f"layers {_ranges(k['layers'])}" if k["layers"] else k["layer_type"]
+            lines.append(f"temperature of {where} ({t['kind']}): {params}, on the {t['scales']}")
     inert = {n: v for k in kinds for n, v in k["inert"].items()}
     lines += [f"inert key {n} = {json.dumps(v)}" for n, v in inert.items()]
     return lines
