@@ -177,3 +177,41 @@ def test_kolibri_1_1_s_indexed_layers_use_no_positions() -> None:
     plan = rope_plan(_kolibri("kolibri1_1", types, 513))
     assert [layer.uses_positions for layer in plan] == [True, False, True]
     assert "NoPE" in plan.layer("indexed_attention").notes[0]
+
+
+def _granite_swa(thetas: object) -> dict:
+    return {
+        "model_type": "granite_swa", "head_dim": 8, "num_hidden_layers": 4,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                        "sliding_attention"],
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "layer_rope_theta": thetas,
+    }  # fmt: skip
+
+
+def test_a_per_layer_list_of_bases_gives_each_layer_its_base_and_zero_no_rope() -> None:
+    """GraniteSWA (transformers 5.25): ``layer_rope_theta``, one base per layer, 0 for NoPE,
+    over the rope parameters' ``rope_theta``."""
+    plan = rope_plan(_granite_swa([10000.0, 0, 500000.0, 10000]))
+    assert [layer.uses_positions for layer in plan] == [True, False, True, True]
+    assert [layer.base for layer in plan if layer.uses_positions] == [1e4, 5e5, 1e4]
+    np.testing.assert_array_equal(plan[2].frequencies, rotary_cos_sin_frequencies(8, 5e5))
+    assert "layer_rope_theta[1] is 0" in plan[1].notes[0]
+
+
+def rotary_cos_sin_frequencies(dim: int, base: float) -> np.ndarray:
+    return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
+@pytest.mark.parametrize(
+    ("thetas", "error", "message"),
+    [
+        ([1e4, 1e4], ValueError, "layer_rope_theta has 2 entries"),
+        ([1e4, -1.0, 1e4, 1e4], ValueError, r"layer_rope_theta\[1\]"),
+        ([1e4, float("nan"), 1e4, 1e4], ValueError, r"layer_rope_theta\[1\]"),
+        ("10000", TypeError, "layer_rope_theta must be a list"),
+    ],
+)
+def test_bad_per_layer_bases_are_refused_by_name(thetas: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        rope_plan(_granite_swa(thetas))

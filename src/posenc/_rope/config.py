@@ -24,6 +24,7 @@ the ``config.json`` files written by 4.x:
   ``global_attn_every_n_layers`` (ModernBERT); layers without RoPE from ``no_rope_layers`` (1: the
   layer rotates, 0: it does not; SmolLM3, Llama 4), ``no_rope_layer_interval``, a ``None``
   parameter set (a layer type without RoPE), a layer type that is not attention,
+  per-layer bases ``layer_rope_theta`` (GraniteSWA: 0 for a layer without RoPE),
   ``position_embedding_type`` other than ``"rotary"`` / ``"rope"`` (ESM, Granite hybrid), and
   Falcon's ``alibi = true`` (ALiBi instead of RoPE: ``posenc plan`` shows its bias).
 - composite models: the language model's ``text_config`` (also inside ``thinker_config``); a
@@ -95,6 +96,7 @@ class ConfigReading:
     head_dim: int
     top: dict[str, Any] = field(default_factory=dict)
     no_rope: frozenset[int] = frozenset()
+    layer_bases: tuple[float, ...] | None = None
     rotary: bool = True
     notes: list[str] = field(default_factory=list)
 
@@ -299,6 +301,12 @@ def _layer_types(d: dict[str, Any], where: str) -> tuple[str, ...] | None:
     return None
 
 
+def _layer_bases(d: dict[str, Any], where: str, count: int | None) -> tuple[float, ...] | None:
+    """``layer_rope_theta`` (GraniteSWA): one base per layer, 0 for no RoPE; None if absent."""
+    bases = d.get("layer_rope_theta")
+    return None if bases is None else values.layer_bases(where, "layer_rope_theta", bases, count)
+
+
 def _no_rope_layers(d: dict[str, Any], where: str, count: int | None) -> frozenset[int]:
     flags: Any = d.get("no_rope_layers")
     interval = d.get("no_rope_layer_interval")  # checked by check_all
@@ -449,6 +457,7 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
         head_dim=head_dim,
         top=d,
         no_rope=_no_rope_layers(d, where, count),
+        layer_bases=_layer_bases(d, where, count),
     )
     if tower is not None and not tower.rotary:
         reading.rotary = False

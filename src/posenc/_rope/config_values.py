@@ -36,6 +36,7 @@ __all__ = [
     "boolean",
     "integer",
     "integers",
+    "layer_bases",
     "strings",
     "value",
 ]
@@ -199,6 +200,28 @@ def _sections(where: str, name: str, value: Any) -> tuple[int, ...]:
     return integers(where, name, value)
 
 
+def layer_bases(where: str, name: str, value: Any, length: int | None = None) -> tuple[float, ...]:
+    """One base per layer (``layer_rope_theta``): finite numbers >= 0, 0 for a layer without
+    RoPE (``length`` of them if given)."""
+    items = _list(where, name, value, "a list of numbers, one base per layer (0: no RoPE)")
+    if len(items) > MAX_LAYERS:
+        raise ValueError(
+            f"{_name(where, name)} has {len(items)} entries, more than the {MAX_LAYERS} "
+            "layers a config may declare"
+        )
+    bases = []
+    for i, item in enumerate(items):
+        found = _number(where, f"{name}[{i}]", item, "a finite number >= 0 (0: no RoPE)")
+        if found < 0.0:
+            raise ValueError(
+                f"{_name(where, f'{name}[{i}]')} must be a finite number >= 0 (0: no RoPE), "
+                f"got {found!r}"
+            )
+        bases.append(found)
+    _length(where, name, items, length, "base")
+    return tuple(bases)
+
+
 #: DeepSeek-V4's attention block for each entry of its config.json's ``compress_ratios``.
 COMPRESS_RATIO_BLOCKS: Mapping[int, str] = MappingProxyType(
     {
@@ -252,6 +275,7 @@ TOP_KEYS: Mapping[str, Check] = MappingProxyType(
         "rope_theta": base,
         "compress_rope_theta": base,
         "compress_ratios": _compress_ratios,
+        "layer_rope_theta": layer_bases,
         "rotary_emb_base": base,
         "rope_local_base_freq": base,
         "local_rope_theta": base,

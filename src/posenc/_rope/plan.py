@@ -566,14 +566,21 @@ def _layers(
         return ()
     dims = _label_head_dims(reading)
     layers = []
+    bases = reading.layer_bases
     for i, (label, dim) in enumerate(zip(reading.layer_labels, reading.head_dims, strict=True)):
         kind = kinds[label]
+        base = None if bases is None or not kind.uses_positions else bases[i]
         if i in reading.no_rope and kind.uses_positions:
             kind = _no_rope(label, dim, pairs, f"no_rope_layers[{i}] is 0: no RoPE in this layer")
-        elif kind.uses_positions and dim != dims[label]:  # a per-layer head size
-            raw = reading.params[label if reading.nested else FLAT]
+        elif base == 0.0:
+            kind = _no_rope(label, dim, pairs, f"layer_rope_theta[{i}] is 0: no RoPE in this layer")
+        elif kind.uses_positions and (dim != dims[label] or (base and base != kind.base)):
+            raw = reading.params[
+                label if reading.nested else FLAT
+            ]  # a head size or base of its own
             assert raw is not None
-            kind = _kind(reading, label, raw, dim, f"{reading.where}[layer {i}]")
+            own = raw if not base else {**raw, "rope_theta": base}
+            kind = _kind(reading, label, own, dim, f"{reading.where}[layer {i}]")
         layers.append(kind)
     return tuple(layers)
 
