@@ -383,3 +383,85 @@ def test_relative_key_scores(data: st.DataObject) -> None:
         assert np.all(np.abs(got - want) <= _bound(dtype, 2 * d, size)), (got, want)
 
     run(a.call("posenc.torch.relative_key_scores", pt.relative_key_scores, check))
+
+
+def _logits_reference(curves: np.ndarray, query: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The definition, by loops: row ``d = q_i − k_j`` of each query's curve, 0 outside."""
+    extent = curves.shape[-1]
+    out = np.zeros((*curves.shape[:-1], key.size))
+    for i, j in np.ndindex(query.size, key.size):
+        d = int(query[i]) - int(key[j])
+        if 0 <= d < extent:
+            out[..., i, j] = curves[..., i, d]
+    return out
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_logits(data: st.DataObject) -> None:
+    a = Args(data)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16), label="seed"))
+    q, extent = data.draw(st.integers(1, 5), label="q"), data.draw(st.integers(1, 6), label="e")
+    lead = data.draw(st.sampled_from([(), (2,), (2, 3)]), label="lead")
+    curves = a.draw(
+        "curves",
+        choose(
+            st.just(_random(gen, (*lead, q, extent), torch.float32)),
+            st.sampled_from([torch.zeros(3), [[1.0]], torch.zeros(q, extent, dtype=torch.int64)]),
+        ),
+    )
+    start = data.draw(st.integers(0, 9), label="start")
+    a.draw(
+        "query_positions",
+        choose(
+            st.just(torch.arange(start, start + q)),
+            st.sampled_from([q + 1, torch.zeros(q, 2, dtype=torch.int64), "x", [0.5] * q]),
+        ),
+    )
+    a.draw("key_positions", choose(st.integers(1, 12), st.sampled_from([0.5, "x", -1, [1.5]])))
+
+    def check(out: torch.Tensor) -> None:
+        keys = a.kwargs["key_positions"]
+        key = np.arange(keys) if isinstance(keys, int) else np.asarray(keys)
+        want = _logits_reference(curves.double().numpy(), np.arange(start, start + q), key)
+        got = expect_tensor(out, want.shape, torch.float32)
+        np.testing.assert_array_equal(got, want)
+
+    run(a.call("posenc.torch.relative_logits", pt.relative_logits, check))
+
+
+@torch_only
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_logits_score_mod(data: st.DataObject) -> None:
+    a = Args(data)
+    curves = torch.linspace(-2, 2, 2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
+    a.draw(
+        "curves",
+        choose(
+            st.just(curves), st.sampled_from([None, "x", torch.zeros(3), np.zeros((1, 1, 1, 1))])
+        ),
+    )
+    q0 = a.draw(
+        "query_offset",
+        choose(st.integers(0, 6), st.sampled_from([2.5, "1", 2**60, True])),
+        optional=True,
+    )
+    k0 = a.draw(
+        "key_offset",
+        choose(st.integers(0, 6), st.sampled_from([2.5, "1", 2**60, True])),
+        optional=True,
+    )
+
+    def check(score_mod: Any) -> None:
+        score = torch.zeros(2, 3, 4, 7)
+        b = torch.arange(2)[:, None, None, None]
+        h = torch.arange(3)[None, :, None, None]
+        qi, ki = torch.arange(4)[None, None, :, None], torch.arange(7)[None, None, None, :]
+        got = score_mod(score, b, h, qi, ki).double().numpy()
+        query = np.arange(4) + int(q0 or 0)
+        want = _logits_reference(curves.double().numpy(), query, np.arange(7) + int(k0 or 0))
+        np.testing.assert_array_equal(got, want)
+
+    run(a.call("posenc.torch.relative_logits_score_mod", pt.relative_logits_score_mod, check))

@@ -46,6 +46,7 @@ __all__ = [
     "alibi_score_mod",
     "bias_block_mask",
     "kerple_score_mod",
+    "relative_logits_score_mod",
     "relative_score_mod",
     "sandwich_score_mod",
     "t5_score_mod",
@@ -204,6 +205,50 @@ def relative_score_mod(
         check_offset("key_offset", key_offset),
         f"relative positions {first} .. {last} (key − query, offsets included)",
     )  # fmt: skip
+
+
+def relative_logits_score_mod(
+    curves: torch.Tensor, *, query_offset: int = 0, key_offset: int = 0
+) -> ScoreMod:
+    """``score + curves[b, h, q_idx, d]`` for the backward distance ``d = (query_offset +
+    q_idx) − (key_offset + kv_idx)`` when ``0 <= d < extent``, else ``score`` (Inkling's
+    relative logits, :func:`posenc.torch.relative_logits`), in float32. ``curves``:
+    ``(batch, heads, q, extent)``. A batch, head or query index beyond ``curves`` gives NaN
+    inside FlexAttention and a ``ValueError`` when the indices can be read."""
+    if not isinstance(curves, torch.Tensor) or curves.ndim != 4:
+        got = tuple(curves.shape) if isinstance(curves, torch.Tensor) else type(curves).__name__
+        raise TypeError(f"curves must be a (batch, heads, q, extent) tensor, got {got}")
+    if not curves.dtype.is_floating_point:
+        raise TypeError(f"curves must be a floating-point tensor, got {curves.dtype}")
+    batch, heads, q, extent = (int(n) for n in curves.shape)
+    if min(batch, heads, q, extent) < 1:
+        raise ValueError(f"curves must have no empty dimension, got {tuple(curves.shape)}")
+    _finite("curves", curves)
+    q0, k0 = check_offset("query_offset", query_offset), check_offset("key_offset", key_offset)
+    table = _static(curves.to(torch.float32))
+    shift, last = _offset(q0 - k0, table.device), _offset(extent - 1, table.device)
+    zero = torch.zeros((), dtype=torch.float32, device=table.device)
+
+    def index_of(what: str, size: int) -> _Bound:
+        def describe(bad: int) -> str:
+            return f"this score_mod covers {size} {what} (curves {tuple(curves.shape)}), got {bad}"
+
+        return _Bound(size, table.device, describe)
+
+    batches, rows = index_of("batch rows", batch), index_of("queries", q)
+    head_rows = _heads(heads, table.device, "curves' heads")
+
+    def logits(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
+        readable = _readable(b, h, q_idx, kv_idx)
+        bi, b_in = batches(b, readable)
+        hi, h_in = head_rows(h, readable)
+        qi, q_in = rows(q_idx, readable)
+        distance = torch.as_tensor(q_idx - kv_idx) + shift
+        near = (distance >= 0) & (distance <= last)
+        value = table[bi, hi, qi, torch.minimum(distance.clamp(min=0), last)]
+        return score + _nan_outside(b_in & h_in & q_in, torch.where(near, value, zero))
+
+    return logits
 
 
 def _relative_mod(table: torch.Tensor, first: int, q0: int, k0: int, built: str) -> ScoreMod:

@@ -35,6 +35,7 @@ __all__ = [
     "disentangled_scores",
     "relative_key_index",
     "relative_key_scores",
+    "relative_logits",
     "relative_position_scores",
     "relative_shift",
 ]
@@ -202,6 +203,51 @@ def relative_key_scores(
         scores = scores + from_keys.transpose(-1, -2)
     nan = torch.full((), float("nan"), dtype=scores.dtype, device=scores.device)
     result: torch.Tensor = torch.where(valid, scores, nan)
+    return result
+
+
+def relative_logits(curves: torch.Tensor, query_positions: Any, key_positions: Any) -> torch.Tensor:
+    """Content-conditioned relative logits (Inkling): ``(..., q, k)``.
+
+    Each query brings its own profile of bias against backward distance, ``curves[..., i,
+    d]`` for ``d = 0 .. extent − 1`` (transformers' ``InklingRelativeLogits``: ``(states @
+    proj).transpose(1, 2)``; x-transformers' ``RelativeProjPositionalBias``: its ``curves``).
+    The pair ``(i, j)`` reads distance ``d = query_positions[i] − key_positions[j]`` when
+    ``0 <= d < extent``, and gets 0 otherwise (a key after its query, or too far back:
+    causality and padding stay in the attention mask).
+
+    Args:
+        curves: ``(..., q, extent)`` floating point, ``extent >= 1``.
+        query_positions: an int ``q`` (positions ``0 .. q-1``) or 1-D integer positions,
+            ``q`` of them (a decoding step: the cache's offset on).
+        key_positions: the same for the keys.
+
+    Returns:
+        ``(..., q, k)`` in the dtype of ``curves``; no host work (it traces with
+        ``torch.compile``).
+
+    >>> curves = torch.arange(6.0).view(1, 1, 2, 3)          # two queries, distances 0 .. 2
+    >>> relative_logits(curves, torch.tensor([4, 5]), torch.arange(6))
+    tensor([[[[0., 0., 2., 1., 0., 0.],
+              [0., 0., 0., 5., 4., 3.]]]])
+    """
+    values = _float_tensor("curves", curves, 2)
+    q, extent = int(values.shape[-2]), int(values.shape[-1])
+    if extent < 1:
+        raise ValueError(
+            "curves must hold at least one distance (..., q, extent >= 1), got "
+            f"{tuple(values.shape)}"
+        )
+    query, key = _position_pair(query_positions, key_positions, values.device)
+    if query.shape[0] != q:
+        raise ValueError(
+            f"query_positions must give one position per row of curves (q = {q}), got "
+            f"{query.shape[0]}"
+        )
+    distance = query[:, None] - key[None, :]
+    inside = (distance >= 0) & (distance < extent)
+    index = distance.clamp(0, extent - 1).expand(*values.shape[:-2], q, key.shape[0])
+    result: torch.Tensor = values.gather(-1, index).masked_fill(~inside, 0.0)
     return result
 
 
