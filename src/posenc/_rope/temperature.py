@@ -32,7 +32,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import _show, check_allocation, check_int
+from .._checks import _show
+from .._positions.sequence import table_positions
 from . import config_values as values
 from .config import ConfigReading
 
@@ -80,21 +81,12 @@ def _check(kind: Any, params: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _positions(positions: Any) -> npt.NDArray[np.float64]:
-    if isinstance(positions, int | np.integer) and not isinstance(positions, bool):
-        length = check_int("positions", positions, minimum=0)
-        check_allocation("positions", (length,), 8, 2)
-        return np.arange(length, dtype=np.float64)
-    try:
-        array = np.asarray(positions)
-    except (ValueError, TypeError) as exc:  # ragged lists and the like
-        raise TypeError(
-            f"positions must be integers (or a length), got {_show(positions)}"
-        ) from exc
-    if array.size == 0 and array.dtype.kind in "fO":  # [] holds no positions, of no dtype
-        return np.zeros(array.shape)
-    if array.dtype.kind not in "iu" or array.dtype == np.bool_:
+    """Token positions, checked as every table's are (:func:`table_positions`), then held to
+    whole numbers >= 0: the scales count tokens."""
+    array = table_positions(positions, "positions", 1, 8, 2)
+    if array.dtype.kind == "f" and array.size:
         raise TypeError(f"positions must be integers (or a length), got dtype {array.dtype}")
-    if array.size and (int(array.min()) < 0 or int(array.max()) > 2**53):
+    if array.size and int(array.min()) < 0:
         raise ValueError("positions must lie in [0, 2**53]")
     return array.astype(np.float64)
 
