@@ -197,13 +197,18 @@ class CacheSubject:
     cache: _F64
     dtype: str
     description: str = "cos_sin_cache"
+    #: the pair layout the cache is used with, where its object says (vLLM's and SGLang's
+    #: ``is_neox_style``: True pairs halves); None: laid out as the plan's pairs
+    pairs: PairLayout | None = None
     kind: str = "cos_sin_cache"
     per_layer: bool = False
     fixed_positions: bool = True
     recipe: str = F32_RECIPE
 
     @classmethod
-    def build(cls, cache: Any, description: str = "cos_sin_cache") -> CacheSubject:
+    def build(
+        cls, cache: Any, description: str = "cos_sin_cache", pairs: PairLayout | None = None
+    ) -> CacheSubject:
         dtype = dtype_of(cache)
         table = to_numpy(cache, "cos_sin_cache")
         if table.ndim != 2 or table.shape[1] % 2 or table.shape[1] == 0:
@@ -212,15 +217,19 @@ class CacheSubject:
                 f"(cosines, then sines), got shape {table.shape}"
             )
         check_finite(table, "cos_sin_cache")
-        return cls(table, dtype, description)
+        return cls(table, dtype, description, pairs)
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables:
         wanted = np.unique(positions[:, 0])
         rows = wanted[(wanted >= 0) & (wanted < self.cache.shape[0])].astype(np.int64)
         half = self.cache.shape[1] // 2
         cos, sin = self.cache[rows, :half], self.cache[rows, half:]
-        form = Form(np.zeros((1, half)), np.ones(half), layer.pairs)
+        form = Form(np.zeros((1, half)), np.ones(half), self.pairs or layer.pairs)
         pos = np.repeat(rows.astype(np.float64)[:, None], positions.shape[1], axis=1)
+        if self.pairs is not None:
+            return SubjectTables(
+                pos, form.spread(cos), form.spread(sin), self.dtype, self.pairs, ()
+            )
         note = f"rows laid out as the plan's pairs ({layer.pairs}): the cache holds one per pair"
         return SubjectTables(pos, form.spread(cos), form.spread(sin), self.dtype, None, (note,))
 
@@ -524,7 +533,11 @@ def object_subject(value: Any, description: str) -> Subject | None:
         return model_subject(value, description)
     cache = getattr(value, "cos_sin_cache", None)
     if cache is not None:
-        return CacheSubject.build(cache, f"{description}.cos_sin_cache")
+        neox = getattr(value, "is_neox_style", None)
+        pairs: PairLayout | None = None
+        if isinstance(neox, bool | np.bool_):
+            pairs = "half" if neox else "interleaved"
+        return CacheSubject.build(cache, f"{description}.cos_sin_cache", pairs)
     inv_freq = getattr(value, "inv_freq", None)
     if inv_freq is not None:
         scaling = getattr(value, "attention_scaling", None)
