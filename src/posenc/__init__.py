@@ -23,6 +23,7 @@ from ._bias.relative_terms import (
     deberta_relative_positions,
     disentangled_index,
     relative_key_index,
+    relative_logits,
     relative_shift_index,
 )
 from ._bias.xpos import xpos_scales
@@ -102,6 +103,7 @@ __all__ = [
     "positions_from_segments",
     "positions_from_tokens",
     "relative_key_index",
+    "relative_logits",
     "relative_positions",
     "relative_shift_index",
     "relative_sinusoid_table",

@@ -396,6 +396,48 @@ def _logits_reference(curves: np.ndarray, query: np.ndarray, key: np.ndarray) ->
     return out
 
 
+@fuzz(scale=0.5)
+@given(st.data())
+def test_relative_logits_numpy(data: st.DataObject) -> None:
+    a = Args(data)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    q, extent = data.draw(st.integers(1, 5), label="q"), data.draw(st.integers(1, 6), label="e")
+    lead = data.draw(st.sampled_from([(), (2,), (2, 3)]), label="lead")
+    curves = a.draw(
+        "curves",
+        choose(
+            st.just(rng.standard_normal((*lead, q, extent)).astype(np.float32)),
+            st.sampled_from(
+                [np.zeros(3), [[1.0, NAN]], np.zeros((q, 0)), np.zeros((q, extent), dtype=bool),
+                 "x", [[1.0], [1.0, 2.0]], np.full((q, extent), INF)]
+            ),
+        ),
+    )  # fmt: skip
+    start = data.draw(st.integers(0, 9), label="start")
+    a.draw(
+        "query_positions",
+        choose(
+            st.just(np.arange(start, start + q)),
+            st.sampled_from([q + 1, np.zeros((q, 2), dtype=np.int64), "x", [0.5] * q, 10**30]),
+        ),
+    )
+    a.draw(
+        "key_positions",
+        choose(st.integers(1, 12), st.sampled_from([0.5, "x", -1, [1.5], 10**12, 2**70])),
+    )
+
+    def check(out: np.ndarray) -> None:
+        keys = a.kwargs["key_positions"]
+        key = np.arange(keys) if isinstance(keys, int) else np.asarray(keys)
+        want = _logits_reference(
+            np.asarray(curves, dtype=np.float64), np.arange(start, start + q), key
+        )
+        got = expect_array(out, want.shape, np.float64)
+        np.testing.assert_array_equal(got, want)
+
+    run(a.call("posenc.relative_logits", posenc.relative_logits, check))
+
+
 @torch_only
 @fuzz(scale=0.5)
 @given(st.data())

@@ -49,9 +49,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import MAX_EXACT_POSITION, _show, check_int
+from .._checks import MAX_EXACT_POSITION, _show, check_int, detached
 from .buckets import BucketConvention, _relative, deberta_buckets
-from .positions import check_count, check_pairs, relative_positions
+from .positions import as_position_pair, check_count, check_pairs, relative_positions
 
 __all__ = [
     "RELATIVE_SIGNS",
@@ -61,6 +61,7 @@ __all__ = [
     "deberta_relative_positions",
     "disentangled_index",
     "relative_key_index",
+    "relative_logits",
     "relative_shift_index",
 ]
 
@@ -298,3 +299,63 @@ def relative_key_index(
     else:
         rows += base
     return rows
+
+
+def relative_logits(
+    curves: Any, query_positions: Any, key_positions: Any
+) -> npt.NDArray[np.float64]:
+    """Content-conditioned relative logits (Inkling), the float64 reference: ``(..., q, k)``.
+
+    Each query brings its own profile of bias against backward distance, ``curves[..., i,
+    d]`` for ``d = 0 .. extent − 1`` (transformers' ``InklingRelativeLogits``: ``(states @
+    proj).transpose(1, 2)``; x-transformers' ``RelativeProjPositionalBias``: its ``curves``).
+    The pair ``(i, j)`` reads distance ``d = query_positions[i] − key_positions[j]`` when
+    ``0 <= d < extent``, and gets 0 otherwise (a key after its query, or too far back:
+    causality and padding stay in the attention mask). ``posenc.torch.relative_logits`` is
+    the same on tensors, on the device.
+
+    Args:
+        curves: ``(..., q, extent)`` real numbers (any float dtype, a tensor too), finite,
+            ``extent >= 1``.
+        query_positions: an int ``q`` (positions ``0 .. q-1``) or 1-D integer positions,
+            ``q`` of them (a decoding step: the cache's offset on).
+        key_positions: the same for the keys.
+
+    Returns:
+        float64 ``(..., q, k)``: each value is one of ``curves`` or 0, so it is exact.
+
+    >>> curves = np.arange(6.0).reshape(2, 3)          # two queries, distances 0 .. 2
+    >>> relative_logits(curves, [4, 5], 6)
+    array([[0., 0., 2., 1., 0., 0.],
+           [0., 0., 0., 5., 4., 3.]])
+    """
+    try:
+        values = np.asarray(detached(curves))
+    except (TypeError, ValueError) as exc:  # ragged lists and the like
+        raise TypeError(f"curves must be an array of real numbers, got {_show(curves)}") from exc
+    if values.dtype.kind not in "iuf" or values.dtype == np.bool_:
+        raise TypeError(f"curves must hold real numbers, got dtype {values.dtype}")
+    if values.ndim < 2 or values.shape[-1] < 1:
+        raise ValueError(
+            f"curves must be (..., q, extent) with extent >= 1, got shape {values.shape}"
+        )
+    values = values.astype(np.float64, copy=False)
+    if not np.isfinite(values).all():
+        bad = float(values[~np.isfinite(values)].flat[0])
+        raise ValueError(f"curves must be finite, got {bad!r} among its values")
+    lead, (q, extent) = values.shape[:-2], values.shape[-2:]
+    heads = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    query, key = as_position_pair(
+        query_positions, key_positions, heads=heads, head_names="curves", copies=2
+    )
+    if query.shape[0] != q:
+        raise ValueError(
+            f"query_positions must give one position per row of curves (q = {q}), got "
+            f"{query.shape[0]}"
+        )
+    distance = query[:, None] - key[None, :]
+    inside = (distance >= 0) & (distance < extent)
+    index = np.broadcast_to(np.clip(distance, 0, extent - 1), (*lead, q, key.shape[0]))
+    out = np.take_along_axis(values, index, axis=-1)
+    out[..., ~inside] = 0.0
+    return out

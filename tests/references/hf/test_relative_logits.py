@@ -1,10 +1,13 @@
 """Content-conditioned relative logits against transformers' ``InklingRelativeLogits`` (the
-same gather and mask on the model's own curves: equal bit for bit)."""
+same gather and mask on the model's own curves: equal bit for bit), and the NumPy float64
+reference against the module run in float64."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import posenc
 from tests.references import require
 
 torch = pytest.importorskip("torch")
@@ -27,3 +30,10 @@ def test_relative_logits_are_inkling_s(q_offset: int, k_len: int, extent: int) -
         curves = (states @ module.proj).transpose(1, 2)  # the model's own profiles
     ours = pt.relative_logits(curves, q_pos, k_pos)
     assert torch.equal(ours, theirs)
+
+    # the float64 reference: the module run in float64 on the same states
+    with torch.no_grad():
+        double = module.double()(states.double(), q_pos, k_pos)
+        curves64 = (states.double() @ module.proj).transpose(1, 2)
+    reference = posenc.relative_logits(curves64.numpy(), q_pos.numpy(), k_pos.numpy())
+    np.testing.assert_array_equal(reference, double.numpy())
