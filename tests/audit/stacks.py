@@ -166,3 +166,41 @@ def save_safetensors(path: Path, arrays: dict[str, tuple[Any, str]]) -> Path:
     text = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     return path
+
+
+def write_mmproj(
+    path: Path,
+    projector: str,
+    *,
+    embd: int,
+    heads: int,
+    layers: int,
+    vision: bool = True,
+    extra: Any = None,
+) -> Path:
+    """A vision projector (mmproj) file as llama.cpp's converter writes one (``MmprojModel``:
+    architecture ``clip``, the tower's sizes under ``clip.vision.*``; a small patch embedding
+    stands for the weights)."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_clip_has_vision_encoder(vision)
+    writer.add_clip_projector_type(projector)
+    writer.add_vision_projection_dim(2 * embd)
+    writer.add_vision_image_size(560)
+    writer.add_vision_patch_size(14)
+    writer.add_vision_embedding_length(embd)
+    writer.add_vision_feed_forward_length(4 * embd)
+    writer.add_vision_block_count(layers)
+    writer.add_vision_head_count(heads)
+    writer.add_vision_image_mean([0.5, 0.5, 0.5])
+    writer.add_vision_image_std([0.5, 0.5, 0.5])
+    if extra is not None:
+        extra(writer)
+    writer.add_tensor("v.patch_embd.weight", np.zeros((4, embd), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

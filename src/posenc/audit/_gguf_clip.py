@@ -42,7 +42,11 @@ from .._rope.plan import RopeLayer
 from ._forms import Form
 from ._subjects import FormSubject
 
-__all__ = ["ClipRope", "PROJECTORS", "clip_rope", "clip_subject"]
+__all__ = ["KNOWN", "PROJECTORS", "ClipRope", "clip_rope", "clip_subject"]
+
+
+def _names(text: str) -> list[str]:
+    return text.split()
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,10 @@ _PIXTRAL = _Graph("dealt", 10000.0, "build_rope_2d with interleave_freq")
 #: projector type -> the graph llama.cpp builds for its vision tower.
 PROJECTORS: Mapping[str, _Graph] = {
     **dict.fromkeys(
-        "qwen2vl_merger qwen2.5vl_merger qwen2.5o qwen3vl_merger ling3vl glm4v glm5v exaone4_5 "
-        "paddleocr dots_ocr dots3note_v".split(),
+        _names(
+            "qwen2vl_merger qwen2.5vl_merger qwen2.5o qwen3vl_merger ling3vl glm4v glm5v exaone4_5 "
+            "paddleocr dots_ocr dots3note_v"
+        ),
         _QWEN,
     ),
     "pixtral": _PIXTRAL,
@@ -73,12 +79,14 @@ PROJECTORS: Mapping[str, _Graph] = {
 #: Projector types llama.cpp knows whose towers are not modelled here (``PROJECTOR_TYPE_NAMES``
 #: of ``clip-impl.h``): most add learned position embeddings, some rotate in a way of their own.
 KNOWN = frozenset(
-    "mlp mlp_norm ldp ldpv2 resampler adapter step3vl gemma3 gemma3nv gemma3na gemma4v gemma4a "
-    "gemma4uv gemma4ua phi4 idefics3 ultravox internvl llama4 qwen2a qwen3a glma voxtral "
-    "meralion musicflamingo lfm2 kimivl cogvlm janus_pro dots3note_a deepseekocr deepseek4v "
-    "lfm2a youtuvl yasa2 kimik25 nemotron_v2_vl hunyuanvl minicpmv4_6 granite_speech mimovl "
-    "minimax_m3 granite4_vision mimo_audio parakeet qwen3tts_spkenc qwen3tts_gen "
-    "pockettts_spkenc pockettts_gen muse-glimmer".split()
+    _names(
+        "mlp mlp_norm ldp ldpv2 resampler adapter step3vl gemma3 gemma3nv gemma3na gemma4v gemma4a "
+        "gemma4uv gemma4ua phi4 idefics3 ultravox internvl llama4 qwen2a qwen3a glma voxtral "
+        "meralion musicflamingo lfm2 kimivl cogvlm janus_pro dots3note_a deepseekocr deepseek4v "
+        "lfm2a youtuvl yasa2 kimik25 nemotron_v2_vl hunyuanvl minicpmv4_6 granite_speech mimovl "
+        "minimax_m3 granite4_vision mimo_audio parakeet qwen3tts_spkenc qwen3tts_gen "
+        "pockettts_spkenc pockettts_gen muse-glimmer"
+    )
 )
 
 
@@ -167,8 +175,7 @@ def clip_rope(meta: Mapping[str, Any], path: Any) -> ClipRope:
         )
     if graph.kind == "one_d":
         notes.append(
-            "one position per patch (its index in the sequence), compared as the first "
-            "coordinate"
+            "one position per patch (its index in the sequence), compared as the first coordinate"
         )
     written = meta.get("clip.rope.freq_base")
     if isinstance(written, int | float) and float(written) != graph.base:
