@@ -148,3 +148,18 @@ def test_sizes_that_make_no_head_are_refused(tmp_path: Path) -> None:
         audit(QWEN2_VL, mmproj(tmp_path, "qwen2vl_merger", heads=32))
     with pytest.raises(ValueError, match="block_count must be a positive count, got 0"):
         audit(QWEN2_VL, mmproj(tmp_path, "qwen2vl_merger", layers=0))
+
+
+MUSE: dict[str, Any] = {
+    "model_type": "muse_glimmer",
+    "vision_config": {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2},
+}
+
+
+def test_muse_glimmer_passes_and_its_axes_swapped_are_named(tmp_path: Path) -> None:
+    # llama.cpp turns MuseGlimmer's first half with the column, Qwen-VL's with the row
+    report = audit(MUSE, mmproj(tmp_path, "muse-glimmer"))
+    assert report.passed, str(report)
+    assert cause(audit(MUSE, mmproj(tmp_path, "qwen2vl_merger", "qwen.gguf"))) == (
+        "the height pairs first where the model lays the width pairs first (the two axes swapped)"
+    )

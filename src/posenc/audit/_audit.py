@@ -327,7 +327,9 @@ def audit(
             :func:`posenc.rope_plan` of it.
         subject: the stack's positional numbers:
 
-            - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors);
+            - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors;
+              for a vision projector, an mmproj file, the RoPE of the vision tower, audited
+              against the plan of the config's ``vision_config``);
             - a ``.onnx`` file (its ``RotaryEmbedding`` nodes' caches and pair layout, or bare
               cos/sin cache initializers);
             - an array file (``.npy``, ``.npz``, ``.safetensors``, ``.pt``) or a dict of arrays

@@ -20,6 +20,10 @@ source (``clip.cpp``'s ``load_hparams`` and ``tools/mtmd/models/*.cpp``), whatev
   ``base^(-(4j+2)/d)``, on Q and K rows the converter permuted (``LlamaModel.permute``), which
   together is the model's halves with one schedule dealt to rows and columns. Base 10000:
   ``pixtral``, ``lightonocr``.
+- MuseGlimmer's (``build_rope_2d`` without ``interleave_freq``, the column first): the first
+  half turns with the column, the second with the row, each at ``base^(-4j/d)``, on rows the
+  converter permuted back from transformers' layout: the model's halves. Base 10000:
+  ``muse-glimmer``.
 - One position per patch (``ggml_rope_ext``, NeoX pairs over the head): ``deepseekocr2``'s
   Qwen2 encoder, base 1000000, the patch's index in the sequence (compared as the first
   coordinate).
@@ -57,6 +61,7 @@ class _Graph:
     kind: str
     base: float
     source: str
+    axes: tuple[str, ...] = ("height", "width")  # the coordinates of the halves, in order
 
 
 _QWEN = _Graph("per_axis", 10000.0, "ggml_rope_multi in vision mode")
@@ -73,6 +78,9 @@ PROJECTORS: Mapping[str, _Graph] = {
     ),
     "pixtral": _PIXTRAL,
     "lightonocr": _PIXTRAL,
+    "muse-glimmer": _Graph(
+        "per_axis", 10000.0, "build_rope_2d, the column first", ("width", "height")
+    ),
     "deepseekocr2": _Graph("one_d", 1000000.0, "ggml_rope_ext over the head (NeoX pairs)"),
 }
 
@@ -85,7 +93,7 @@ KNOWN = frozenset(
         "meralion musicflamingo lfm2 kimivl cogvlm janus_pro dots3note_a deepseekocr deepseek4v "
         "lfm2a youtuvl yasa2 kimik25 nemotron_v2_vl hunyuanvl minicpmv4_6 granite_speech mimovl "
         "minimax_m3 granite4_vision mimo_audio parakeet qwen3tts_spkenc qwen3tts_gen "
-        "pockettts_spkenc pockettts_gen muse-glimmer"
+        "pockettts_spkenc pockettts_gen"
     )
 )
 
@@ -104,22 +112,22 @@ class ClipRope:
     def pairs(self) -> PairLayout:
         return "half"
 
-    def form(self, n_axes: int) -> Form:
-        """The form of every layer, for a plan layer with ``n_axes`` position axes."""
+    def form(self, axes: tuple[str, ...]) -> Form:
+        """The form of every layer, its rows in the order of a plan layer's ``axes`` (each
+        half of the head in the row of the coordinate llama.cpp turns it with; one row for a
+        one-axis plan, every coordinate being the same position)."""
         d, base = self.head_dim, self.graph.base
         quarter = d // 4
         if self.graph.kind == "one_d":
             k = np.arange(d // 2, dtype=np.float64)
             return Form(np.power(base, -2.0 * k / d)[None, :], np.ones(d // 2), "half")
         j = np.arange(quarter, dtype=np.float64)
-        matrix = np.zeros((2, d // 2))
-        matrix[0, :quarter] = np.power(base, -4.0 * j / d)
         shift = 2.0 if self.graph.kind == "dealt" else 0.0
-        matrix[1, quarter:] = np.power(base, -(4.0 * j + shift) / d)
-        if n_axes == 1:  # a one-axis plan: every coordinate the same position
-            matrix = matrix.sum(axis=0, keepdims=True)
-        elif n_axes > 2:
-            matrix = np.vstack([matrix, np.zeros((n_axes - 2, d // 2))])
+        halves = [np.power(base, -4.0 * j / d), np.power(base, -(4.0 * j + shift) / d)]
+        matrix = np.zeros((max(len(axes), 1), d // 2))
+        for half, (name, omega) in enumerate(zip(self.graph.axes, halves, strict=True)):
+            row = 0 if len(axes) <= 1 else axes.index(name) if name in axes else half
+            matrix[row, half * quarter : (half + 1) * quarter] = omega
         return Form(matrix, np.ones(d // 2), "half")
 
 
@@ -168,7 +176,7 @@ def clip_rope(meta: Mapping[str, Any], path: Any) -> ClipRope:
         f"llama.cpp's clip.cpp rotates the {projector} tower with {graph.source} and base "
         f"{graph.base:g} written in its source: no key of the file sets them"
     ]
-    if graph.kind == "dealt":
+    if graph.kind == "dealt" or graph.axes[0] == "width":
         notes.append(
             "its halves turn in the normal mode (neighbouring channels) on Q and K rows the "
             "converter permuted: the model's halves"
@@ -191,7 +199,7 @@ def clip_subject(meta: Mapping[str, Any], path: Any) -> FormSubject:
     rope = clip_rope(meta, path)
 
     def forms(index: int | None, layer: RopeLayer, seq_len: int | None = None) -> Form:
-        return rope.form(max(len(layer.axes), 1))
+        return rope.form(layer.axes)
 
     return FormSubject(
         forms,

@@ -247,6 +247,14 @@ def _shape_hypotheses(
                 f"{SCHEDULE_WORDS[other]} where the model has {SCHEDULE_WORDS[layer.schedule]}",
                 _at_layer(replace(layer, schedule=other)),
             )
+        if len(layer.axes) == 2 and layer.schedule != "shared":
+            slots = layer.slot_order or (0, 1)
+            flipped_slots = tuple(reversed(slots))
+            yield (
+                f"the {layer.axes[flipped_slots[0]]} pairs first where the model lays the "
+                f"{layer.axes[slots[0]]} pairs first (the two axes swapped)",
+                _at_layer(replace(layer, slot_order=flipped_slots)),
+            )
         if layer.schedule != "shared":  # for M-RoPE, "sections ignored" is that hypothesis
             yield (
                 f"{len(layer.axes)}-D RoPE collapsed to 1-D: one schedule over the "
@@ -430,10 +438,10 @@ def _precision_hypotheses() -> Iterator[_Hypothesis]:
     def angles_fp16(group: Group, form: Form) -> tuple[Tables, Form]:
         with np.errstate(over="ignore", invalid="ignore"):  # past 65504: inf, as in float16
             theta = form.angles(group.positions).astype(np.float16).astype(np.float64)
-        return (
-            form.spread(np.cos(theta) * form.attention),
-            form.spread(np.sin(theta) * form.attention),
-        ), form
+            return (
+                form.spread(np.cos(theta) * form.attention),
+                form.spread(np.sin(theta) * form.attention),
+            ), form
 
     yield "angles in float16", angles_fp16
 
