@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from posenc.audit import audit
 from tests.audit.stacks import write_mmproj
@@ -163,3 +165,44 @@ def test_muse_glimmer_passes_and_its_axes_swapped_are_named(tmp_path: Path) -> N
     assert cause(audit(MUSE, mmproj(tmp_path, "qwen2vl_merger", "qwen.gguf"))) == (
         "the height pairs first where the model lays the width pairs first (the two axes swapped)"
     )
+
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.integers(0, 128),
+    st.floats(allow_nan=True),
+    st.text(max_size=12), st.sampled_from(["qwen2vl_merger", "pixtral", "muse-glimmer",
+                                           "deepseekocr2", "gemma3"]),
+)  # fmt: skip
+_KEYS = ("clip.has_vision_encoder", "clip.projector_type", "clip.vision.projector_type",
+         "clip.vision.embedding_length", "clip.vision.attention.head_count",
+         "clip.vision.attention.head_dim", "clip.vision.block_count",
+         "clip.rope.freq_base")  # fmt: skip
+
+
+_VALID = {"clip.has_vision_encoder": True, "clip.projector_type": "pixtral",
+          "clip.vision.embedding_length": 64, "clip.vision.attention.head_count": 4,
+          "clip.vision.block_count": 2}  # fmt: skip
+
+
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=3))
+def test_any_metadata_gives_a_tower_or_one_line(changes: dict[str, Any]) -> None:
+    """A valid file's keys with up to three replaced by anything."""
+    from posenc.audit._gguf_clip import clip_rope
+
+    meta = {**_VALID, **changes}
+
+    try:
+        rope = clip_rope(meta, "mmproj.gguf")
+    except ValueError as exc:
+        message = str(exc)
+    else:
+        message = ""
+    if message:
+        assert "\n" not in message
+        assert message.startswith("mmproj.gguf")
+        return
+    assert rope.head_dim % 4 == 0
+    assert rope.layers > 0
+    form = rope.form(("height", "width"))
+    assert form.frequencies.shape == (2 if rope.graph.kind != "one_d" else 1, rope.head_dim // 2)
+    assert (form.frequencies > 0).sum() == rope.head_dim // 2  # each pair turns with one axis
