@@ -252,14 +252,21 @@ def error_figure(rows: int) -> Any:
 def write_error_figure(rows: int, path: Path = FIGURE) -> Path:
     """Write :func:`error_figure` to ``path`` (PNG) atomically: drawn into a temporary file
     beside it, then renamed over it, so a reader never sees half a file."""
-    from posenc.cli._output import Output
-
     fig = error_figure(rows)
-    output = Output(path, force=True, suffixes=(".png",), make_folder=True)
-    output.check()
-    with output.writing() as temp:
-        fig.savefig(temp, format="png", dpi=100,
-                    metadata={"Description": f"rows={rows}, head_dim=128"})  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".part.png", dir=path.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            fig.savefig(file, format="png", dpi=100,
+                        metadata={"Description": f"rows={rows}, head_dim=128"})  # fmt: skip
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
     return path
 
 
