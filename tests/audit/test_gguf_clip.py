@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc.audit import audit
-from tests.audit.stacks import write_mmproj
+from tests.audit.stacks import ggml_rope_2d, ggml_vision_mode, write_mmproj
 
 pytest.importorskip("gguf")
 
@@ -206,3 +206,29 @@ def test_any_metadata_gives_a_tower_or_one_line(changes: dict[str, Any]) -> None
     form = rope.form(("height", "width"))
     assert form.frequencies.shape == (2 if rope.graph.kind != "one_d" else 1, rope.head_dim // 2)
     assert (form.frequencies > 0).sum() == rope.head_dim // 2  # each pair turns with one axis
+
+
+# --------------------------------------------------------------------------- ggml itself
+
+
+@pytest.mark.parametrize(
+    ("config", "rotation", "projector"),
+    [({**QWEN2_VL["vision_config"], "model_type": "qwen2_vl_vision"},
+      ggml_vision_mode(16, 10000.0), "qwen2vl_merger"),
+     (PIXTRAL["vision_config"], ggml_rope_2d(16, 10000.0, True, 0), "pixtral"),
+     ({**MUSE["vision_config"], "model_type": "muse_glimmer_vision"},
+      ggml_rope_2d(16, 10000.0, False, 0), "muse-glimmer")],
+    ids=["qwen-vl-vision-mode", "pixtral-rope-2d", "muse-glimmer-rope-2d"],
+)  # fmt: skip
+def test_ggml_s_own_computation_is_the_form_the_mmproj_is_read_as(
+    tmp_path: Path, config: dict[str, Any], rotation: Any, projector: str
+) -> None:
+    """ggml's vision RoPE emulated step by step in float32 (running products, the converter's
+    row permutation), probed with basis vectors: within float32 angles of the plan, as the
+    form read from the mmproj is exactly."""
+    emulated = audit(config, rotation)
+    assert emulated.passed, str(emulated)
+    assert emulated.findings[0].status == "float32_angles"
+    (read,) = audit(config, mmproj(tmp_path, projector)).findings
+    assert read.max_error == 0.0
+    assert emulated.findings[0].max_error <= read.bound
