@@ -15,11 +15,14 @@ Each run also checks that torch was not imported. Target: under 2 s on a 2-core 
 Then the error table the audit's verdicts rest on: per rope type (default, linear, llama3,
 YaRN; head_dim 128), how far four common pipelines are from the exact table at the 1024
 positions below 32K, 128K, 512K and 1M (``--quick``: 64): float32 angles, bfloat16 tables,
-float16 tables and bfloat16 positions.
+float16 tables and bfloat16 positions. A full run (not ``--quick``) also draws that table to
+docs/figures/pipeline-errors.png (matplotlib; written atomically), the figure
+docs/precision.md shows.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -186,17 +189,85 @@ def pipeline_errors(config: dict[str, Any], length: int, rows: int) -> dict[str,
     return worst
 
 
+#: The pipelines of the error table, in its column order.
+PIPELINES = ("float32 angles", "bfloat16 tables", "float16 tables", "bfloat16 positions")
+#: The figure of the error table that docs/precision.md shows.
+FIGURE = ROOT / "docs" / "figures" / "pipeline-errors.png"
+
+
+@functools.lru_cache(maxsize=4)
+def error_values(rows: int) -> dict[str, dict[int, dict[str, float]]]:
+    """:func:`pipeline_errors` of every rope type and length: ``values[label][length][name]``
+    (cached: do not modify)."""
+    return {
+        label: {length: pipeline_errors(config, length, rows) for length in ERROR_LENGTHS}
+        for label, config in ERROR_CONFIGS.items()
+    }
+
+
 def error_table(rows: int) -> str:
     """The markdown table of :func:`pipeline_errors` for every rope type and length."""
-    names = ("float32 angles", "bfloat16 tables", "float16 tables", "bfloat16 positions")
-    header = "| rope type | positions below | " + " | ".join(names) + " |"
-    lines = [header, "|---|---|" + "---|" * len(names)]
-    for label, config in ERROR_CONFIGS.items():
-        for length in ERROR_LENGTHS:
-            errors = pipeline_errors(config, length, rows)
-            cells = " | ".join(f"{errors[n]:.1e}" for n in names)
+    header = "| rope type | positions below | " + " | ".join(PIPELINES) + " |"
+    lines = [header, "|---|---|" + "---|" * len(PIPELINES)]
+    for label, by_length in error_values(rows).items():
+        for length, errors in by_length.items():
+            cells = " | ".join(f"{errors[n]:.1e}" for n in PIPELINES)
             lines.append(f"| {label} | {length:,} | {cells} |")
     return "\n".join(lines)
+
+
+def error_figure(rows: int) -> Any:
+    """The error table drawn: one panel per rope type, the length on the x axis (log 2), the
+    largest error on a log y axis, one line per pipeline (a matplotlib ``Figure``, no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.0, 6.4), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    values = error_values(rows)
+    axes = fig.subplots(2, 2, sharex=True, sharey=True).ravel()
+    ticks = [f"{n // 2**10:,}K" if n < 2**20 else f"{n // 2**20}M" for n in ERROR_LENGTHS]
+    for ax, (label, by_length) in zip(axes, values.items(), strict=True):
+        for name, marker in zip(PIPELINES, "osD^", strict=True):
+            errors = [by_length[n][name] for n in ERROR_LENGTHS]
+            ax.plot(ERROR_LENGTHS, errors, marker=marker, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ERROR_LENGTHS, ticks)
+        ax.set_title(label, fontsize="medium")
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in axes[2:]:
+        ax.set_xlabel("positions below")
+    for ax in axes[::2]:
+        ax.set_ylabel("largest error")
+    axes[0].legend(fontsize="small")
+    fig.suptitle(
+        f"Error against the exact table at the {rows:,} positions below each length "
+        "(cos and sin, every channel, head_dim 128)",
+        fontsize="medium",
+    )
+    return fig
+
+
+def write_error_figure(rows: int, path: Path = FIGURE) -> Path:
+    """Write :func:`error_figure` to ``path`` (PNG) atomically: drawn into a temporary file
+    beside it, then renamed over it, so a reader never sees half a file."""
+    fig = error_figure(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".part.png", dir=path.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            fig.savefig(file, format="png", dpi=100,
+                        metadata={"Description": f"rows={rows}, head_dim=128"})  # fmt: skip
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def run(table: Table, *, quick: bool = False) -> None:
@@ -218,6 +289,13 @@ def run(table: Table, *, quick: bool = False) -> None:
         f"Largest error against the exact table at the {rows} positions below each length "
         "(cos and sin, every channel; head_dim 128):\n\n" + text
     )
+    if not quick:  # the figure docs/precision.md shows (a quick run's rows would not match)
+        try:
+            written = write_error_figure(rows)
+        except ImportError:
+            print("audit: matplotlib is not installed: the error figure is not drawn")
+        else:
+            print(f"audit: wrote {written.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -166,3 +166,115 @@ def save_safetensors(path: Path, arrays: dict[str, tuple[Any, str]]) -> Path:
     text = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     return path
+
+
+def write_mmproj(
+    path: Path,
+    projector: str,
+    *,
+    embd: int,
+    heads: int,
+    layers: int,
+    vision: bool = True,
+    extra: Any = None,
+) -> Path:
+    """A vision projector (mmproj) file as llama.cpp's converter writes one (``MmprojModel``:
+    architecture ``clip``, the tower's sizes under ``clip.vision.*``; a small patch embedding
+    stands for the weights)."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_clip_has_vision_encoder(vision)
+    writer.add_clip_projector_type(projector)
+    writer.add_vision_projection_dim(2 * embd)
+    writer.add_vision_image_size(560)
+    writer.add_vision_patch_size(14)
+    writer.add_vision_embedding_length(embd)
+    writer.add_vision_feed_forward_length(4 * embd)
+    writer.add_vision_block_count(layers)
+    writer.add_vision_head_count(heads)
+    writer.add_vision_image_mean([0.5, 0.5, 0.5])
+    writer.add_vision_image_std([0.5, 0.5, 0.5])
+    if extra is not None:
+        extra(writer)
+    writer.add_tensor("v.patch_embd.weight", np.zeros((4, embd), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# --------------------------------------------------------------------------- ggml's vision RoPE
+
+
+def _ggml_pairs(x: _F, theta: _F, first: Any, second: Any) -> _F:
+    """Rotate channels ``first`` with ``second`` by float32 angles ``theta`` ``(P, n)``, as
+    ggml's ``rotate_pairs`` does (cos and sin in float32)."""
+    cos = np.cos(theta.astype(np.float32))[:, None, :]
+    sin = np.sin(theta.astype(np.float32))[:, None, :]
+    out = x.copy()
+    a, b = x[..., first], x[..., second]
+    out[..., first] = a * cos - b * sin
+    out[..., second] = a * sin + b * cos
+    return out
+
+
+def _running(start: _F, scale: np.float32, count: int) -> _F:
+    """ggml's angles: ``theta = p`` then ``theta *= theta_scale`` pair after pair, in float32."""
+    theta = np.empty((start.shape[0], count), dtype=np.float32)
+    value = start.astype(np.float32)
+    for k in range(count):
+        theta[:, k] = value
+        value = (value * scale).astype(np.float32)
+    return theta
+
+
+def ggml_vision_mode(head_dim: int, base: float) -> Any:
+    """``ggml_rope_multi`` in ``GGML_ROPE_TYPE_VISION`` mode as clip.cpp calls it for Qwen-VL
+    (``n_dims = d/2``, sections ``d/4`` each, positions ``[y, x, y, x]``): a rotation
+    ``(positions (P, 2) as (row, column), q, k) -> (q, k)`` on the model's own channels."""
+    quarter, half = head_dim // 4, head_dim // 2
+    scale = np.float32(base) ** np.float32(-2.0 / half)
+
+    def apply(positions: _F, q: _F, k: _F) -> tuple[_F, _F]:
+        rows, cols = positions[:, 0], positions[:, 1]
+        theta = np.concatenate(
+            [_running(rows, scale, quarter), _running(cols, scale, quarter)], axis=1
+        )  # each section restarts its running product (indep_sects)
+        turn = slice(0, half), slice(half, head_dim)  # rotate_pairs(ne0, n_dims): (i, i + d/2)
+        return _ggml_pairs(q, theta, *turn), _ggml_pairs(k, theta, *turn)
+
+    return apply
+
+
+def ggml_rope_2d(head_dim: int, base: float, interleave_freq: bool, first: int) -> Any:
+    """clip.cpp's ``build_rope_2d``: two normal-mode ropes of ``d/2`` channels (neighbours),
+    the first half with coordinate ``first`` of ``positions`` ``(P, 2)`` (in the order of the
+    plan's axes: Pixtral's (row, column), MuseGlimmer's (column, row)), the second with the
+    other, its frequencies times ``base^(-2/d)`` when ``interleave_freq``; run on Q and K rows
+    permuted as the converter permutes them (``LlamaModel.permute``: row ``2i`` <- ``i``,
+    ``2i + 1`` <- ``i + d/2``) and permuted back, so the rotation acts on the model's own
+    channels."""
+    half, quarter = head_dim // 2, head_dim // 4
+    scale = np.float32(base) ** np.float32(-2.0 / half)
+    odd = np.float32(base) ** np.float32(-2.0 / head_dim) if interleave_freq else np.float32(1)
+    order = np.stack([np.arange(half), np.arange(half) + half], axis=1).reshape(-1)
+
+    def apply(positions: _F, q: _F, k: _F) -> tuple[_F, _F]:
+        a, b = positions[:, first], positions[:, 1 - first]
+        theta_a = _running(a, scale, quarter)
+        theta_b = (odd * _running(b, scale, quarter)).astype(np.float32)  # freq_scale
+
+        def turn(x: _F) -> _F:
+            y = x[..., order]  # the converter's rows
+            y = _ggml_pairs(y, theta_a, slice(0, half, 2), slice(1, half, 2))
+            y = _ggml_pairs(y, theta_b, slice(half, head_dim, 2), slice(half + 1, head_dim, 2))
+            out = np.empty_like(x)
+            out[..., order] = y
+            return out
+
+        return turn(q), turn(k)
+
+    return apply

@@ -202,3 +202,22 @@ def test_too_many_positions_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     code, _, err = run([config(tmp_path, QWEN25_YARN), path, "--positions", "0:100000000"], capsys)
     assert code == 2
     assert "--positions" in err
+
+
+def test_a_vision_projector_exits_0_and_an_unknown_projector_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("gguf")
+    from tests.audit.stacks import write_mmproj
+    from tests.audit.test_gguf_clip import QWEN2_VL
+
+    reference = config(tmp_path, QWEN2_VL)
+    good = write_mmproj(tmp_path / "mmproj.gguf", "qwen2vl_merger", embd=64, heads=4, layers=2)
+    code, out, _ = run([reference, str(good)], capsys)
+    assert code == 0
+    assert "(qwen2vl_merger vision projector)" in out
+    bad = write_mmproj(tmp_path / "odd.gguf", "warp9", embd=64, heads=4, layers=2)
+    code, out, err = run([reference, str(bad)], capsys)
+    assert (code, out) == (2, "")
+    assert "unknown projector type 'warp9'" in err
+    assert err.count("\n") == 1

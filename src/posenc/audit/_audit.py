@@ -74,6 +74,19 @@ def context_of(config: Any) -> int | None:
     return None
 
 
+def has_vision_config(config: Any) -> bool:
+    """True for a composite config with a ``vision_config`` (inside ``thinker_config`` for the
+    Omni models); False for a vision tower's own config."""
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    return any(
+        part is not None and get(part, "vision_config") is not None
+        for part in (config, get(config, "thinker_config"))
+    )
+
+
 # --------------------------------------------------------------------------- subject
 
 
@@ -314,7 +327,9 @@ def audit(
             :func:`posenc.rope_plan` of it.
         subject: the stack's positional numbers:
 
-            - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors);
+            - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors;
+              for a vision projector, an mmproj file, the RoPE of the vision tower, audited
+              against the plan of the config's ``vision_config``);
             - a ``.onnx`` file (its ``RotaryEmbedding`` nodes' caches and pair layout, or bare
               cos/sin cache initializers);
             - an array file (``.npy``, ``.npz``, ``.safetensors``, ``.pt``) or a dict of arrays
@@ -367,13 +382,14 @@ def audit(
             timeout=timeout,
         )
         return report_from_dict(document)
-    plan = rope_plan(config)
     found = resolve_subject(subject, key, max_bytes)
+    vision = getattr(found, "vision", False)
+    plan = rope_plan(config, vision=vision and has_vision_config(config))
     return audit_plan(
         plan,
         found,
         reference=described,
-        context=context_of(config),
+        context=None if vision else context_of(config),
         layer_type=layer_type,
         positions=positions,
     )

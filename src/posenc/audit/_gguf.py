@@ -459,8 +459,14 @@ def _swa_layers(meta: Mapping[str, Any], a: str, layers: int, pattern: int) -> t
 
 
 def gguf_subject(path: Path) -> FormSubject:
-    """The subject of a GGUF file: llama.cpp's RoPE of each layer, evaluated in float64."""
-    rope = gguf_rope(read_gguf(path))
+    """The subject of a GGUF file: llama.cpp's RoPE of each layer, evaluated in float64 (of
+    its vision tower for an mmproj file, ``general.architecture`` ``clip``)."""
+    info = read_gguf(path)
+    if info.metadata.get("general.architecture") == "clip":
+        from ._gguf_clip import clip_subject
+
+        return clip_subject(info.metadata, path)
+    rope = gguf_rope(info)
 
     def forms(index: int | None, layer: RopeLayer, seq_len: int | None = None) -> Form | None:
         return rope.form(index, seq_len, max(len(layer.axes), 1))

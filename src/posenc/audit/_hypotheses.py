@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._rope.multi_axis import AxisOrder
+from .._rope.multi_axis import AxisOrder, AxisSchedule
 from .._rope.plan import RopeLayer, RopePlan
 from .._rope.scaling import RopeScaling, rope_frequencies
 from ..analysis._rounding import _round_bfloat16
@@ -241,6 +241,27 @@ def _shape_hypotheses(
             f"sections {sections} ignored: every pair turns with the {layer.axes[0]} coordinate",
             _with_omega_1d(layer),
         )
+        if layer.schedule in ("dealt", "per_axis"):
+            other: AxisSchedule = "per_axis" if layer.schedule == "dealt" else "dealt"
+            yield (
+                f"{SCHEDULE_WORDS[other]} where the model has {SCHEDULE_WORDS[layer.schedule]}",
+                _at_layer(replace(layer, schedule=other)),
+            )
+        if len(layer.axes) == 2 and layer.schedule != "shared":
+            slots = layer.slot_order or (0, 1)
+            flipped_slots = tuple(reversed(slots))
+            yield (
+                f"the {layer.axes[flipped_slots[0]]} pairs first where the model lays the "
+                f"{layer.axes[slots[0]]} pairs first (the two axes swapped)",
+                _at_layer(replace(layer, slot_order=flipped_slots)),
+            )
+        if layer.schedule != "shared":  # for M-RoPE, "sections ignored" is that hypothesis
+            yield (
+                f"{len(layer.axes)}-D RoPE collapsed to 1-D: one schedule over the "
+                f"{layer.rotary_dim} rotated channels turned by one position, where the config "
+                f"gives each pair its {' or '.join(layer.axes)} coordinate",
+                _one_position(layer),
+            )
         if layer.order in ("sectioned", "interleaved"):
             flipped: AxisOrder = "sectioned" if layer.order == "interleaved" else "interleaved"
             layout = {"sectioned": "in one block per axis", "interleaved": "interleaved"}
@@ -253,6 +274,26 @@ def _shape_hypotheses(
             )
 
 
+#: The words for a vision tower's schedules (``RopeLayer.schedule``).
+SCHEDULE_WORDS = {
+    "dealt": "one schedule over the head dealt to the axes in turns (Pixtral's)",
+    "per_axis": "each axis its own schedule over half the head (compute_axial_rope_parameters)",
+}
+
+
+def _one_position(layer: RopeLayer) -> Callable[[Group, Form], tuple[Tables, Form] | None]:
+    """The plain 1-D schedule over the rotary width, turned by the first coordinate."""
+
+    def predict(group: Group, form: Form) -> tuple[Tables, Form]:
+        omega, _ = rope_frequencies(layer.rotary_dim, base=layer.base)
+        matrix = np.zeros_like(form.frequencies)
+        matrix[0] = omega
+        flat = replace(form, frequencies=matrix)
+        return flat.tables(group.positions), flat
+
+    return predict
+
+
 def _with_omega_1d(layer: RopeLayer) -> Callable[[Group, Form], tuple[Tables, Form] | None]:
     def predict(group: Group, form: Form) -> tuple[Tables, Form]:
         omega, attention = layer.frequencies_at(group.seq_len)
@@ -262,11 +303,25 @@ def _with_omega_1d(layer: RopeLayer) -> Callable[[Group, Form], tuple[Tables, Fo
     return predict
 
 
+def _exponents(layer: RopeLayer) -> _F64:
+    """Per pair, the power of the base in the plain schedule: ``-2k/rotary_dim``, or for a
+    multi-axis layer the one its frequency matrix gives (``-4k/head_dim`` on each axis of a
+    vision tower's)."""
+    if not layer.multi_axis:
+        return -2.0 * np.arange(layer.rotary_dim // 2, dtype=np.float64) / layer.rotary_dim
+    base = layer.base or 0.0
+    plain = replace(layer, scaling=None)
+    omega = np.abs(np.asarray(plain.axis_frequencies().frequencies)).sum(axis=0)
+    if base <= 1.0 or (omega <= 0.0).any():
+        return np.zeros(0)
+    exponents: _F64 = np.log(omega) / math.log(base)
+    return exponents
+
+
 def _rebased(layer: RopeLayer, base: float) -> _F64:
     """Per pair, the plain schedule of ``base`` over the config's: the same scaling factors
     (a GGUF's ``rope_freqs``, LongRoPE's) applied to another base's frequencies."""
-    k = np.arange(layer.rotary_dim // 2, dtype=np.float64)
-    exponent = -2.0 * k / layer.rotary_dim
+    exponent = _exponents(layer)
     ratio: _F64 = np.power(base, exponent) / np.power(layer.base or 1.0, exponent)
     return ratio
 
@@ -306,7 +361,8 @@ def _over_head_dim(layer: RopeLayer, form: Form, group: Group) -> tuple[Any, Any
 def _fit_base(layer: RopeLayer, groups: list[Group]) -> float | None:
     """The base whose schedule gives the ratio of the subject's angles of two neighbouring
     pairs: pairs 0 and 1 at position 1, else the two slowest pairs at the smallest position
-    (whose angles are still below 1 there). Any factor that divides both (linear, YaRN's and
+    (whose angles are still below 1 there), through the powers of the base the plan's schedule
+    gives those pairs (:func:`_exponents`). Any factor that divides both (linear, YaRN's and
     Llama 3's ends of the schedule) cancels."""
     group = groups[0]
     text = (group.positions == group.positions[:, :1]).all(axis=1)
@@ -318,14 +374,17 @@ def _fit_base(layer: RopeLayer, groups: list[Group]) -> float | None:
     form = Form(np.zeros((1, n)), np.ones(n), group.subject.pairs or layer.pairs)
     first, _ = _pair_slices(form)
     angles = np.arctan2(group.subject.sin[row, first], group.subject.cos[row, first])
-    ratio = None
     if group.positions[row, 0] == 1.0 and 0.0 < angles[1] < angles[0]:
-        ratio = angles[1] / angles[0]
+        slow, fast = 1, 0
     elif 0.0 < angles[-1] < angles[-2] < 1.0:
-        ratio = angles[-1] / angles[-2]
-    if ratio is None:
+        slow, fast = n - 1, n - 2
+    else:
         return None
-    base = float(ratio ** (-layer.rotary_dim / 2.0))
+    exponents = _exponents(layer)
+    step = exponents[slow] - exponents[fast] if exponents.size == n else 0.0
+    if step >= 0.0:
+        return None
+    base = float((angles[slow] / angles[fast]) ** (1.0 / step))
     if not math.isfinite(base) or base <= 1.0:
         return None
     rounded = float(f"{base:.3g}")
@@ -377,11 +436,12 @@ def _precision_hypotheses() -> Iterator[_Hypothesis]:
     yield "angles rounded to bfloat16", angles_bf16
 
     def angles_fp16(group: Group, form: Form) -> tuple[Tables, Form]:
-        theta = form.angles(group.positions).astype(np.float16).astype(np.float64)
-        return (
-            form.spread(np.cos(theta) * form.attention),
-            form.spread(np.sin(theta) * form.attention),
-        ), form
+        with np.errstate(over="ignore", invalid="ignore"):  # past 65504: inf, as in float16
+            theta = form.angles(group.positions).astype(np.float16).astype(np.float64)
+            return (
+                form.spread(np.cos(theta) * form.attention),
+                form.spread(np.sin(theta) * form.attention),
+            ), form
 
     yield "angles in float16", angles_fp16
 

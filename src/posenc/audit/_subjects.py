@@ -239,7 +239,9 @@ class FormSubject:
     """Frequencies evaluated in float64 at any position: an ``inv_freq`` buffer, or the RoPE
     llama.cpp builds from a GGUF file (``forms(index, layer, seq_len)``: one form per layer,
     None for a layer without RoPE). A one-axis form probed with several coordinates turns
-    every pair with the first (``axis_aware``), or is compared on text rows only."""
+    every pair with the first (``axis_aware``), or is compared on text rows only. ``vision``:
+    the RoPE of a vision tower (a GGUF vision projector), audited against the plan of the
+    config's ``vision_config``."""
 
     forms: Callable[[int | None, RopeLayer, int | None], Form | None]
     dtype: str
@@ -253,6 +255,7 @@ class FormSubject:
     fixed_positions: bool = False
     exact_possible: bool = True
     layer_count: int | None = None
+    vision: bool = False
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
         seq_len = int(positions.max()) + 1 if positions.size else None

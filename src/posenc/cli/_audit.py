@@ -6,7 +6,9 @@ REFERENCE is a Hugging Face ``config.json`` (or a model directory holding one); 
 - a ``.gguf`` file: the RoPE llama.cpp builds from its metadata (base, rotated channels,
   scaling type and factor, original context, attention factor, M-RoPE sections, sliding-window
   base) and its rope tensors (``rope_freqs``, ``rope_factors_long``/``_short``); only the
-  metadata and those small tensors are read, never the weights;
+  metadata and those small tensors are read, never the weights; for a vision projector
+  (an mmproj file) the 2-D RoPE llama.cpp's clip.cpp runs for the vision tower, against the
+  config's ``vision_config``;
 - a ``.onnx`` file: the ``cos_cache``/``sin_cache`` and ``interleaved`` attribute of its
   ``RotaryEmbedding`` nodes (ONNX's and onnxruntime's), or bare cache initializers;
 - arrays dumped from anywhere (``.npy``, ``.npz``, ``.safetensors``, ``.pt``): ``cos`` and
