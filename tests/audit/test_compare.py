@@ -335,3 +335,25 @@ def test_pixtral_2d_passes_and_one_coordinate_for_every_pair_is_named() -> None:
     assert cause(audit(PIXTRAL, rows_only)) == (
         "sections [16, 16] ignored: every pair turns with the height coordinate"
     )
+
+
+# --------------------------------------------------------------------------- hypotheses
+
+
+def test_a_hypothesis_predicting_nan_does_not_fit() -> None:
+    """float16 angles overflow past 65504 (cos and sin of inf are NaN): a prediction that is
+    NaN anywhere explains nothing there, so it must not be taken as the cause."""
+    from posenc.audit._errors import Group
+    from posenc.audit._forms import one_axis_form
+    from posenc.audit._hypotheses import fits
+    from posenc.audit._subjects import SubjectTables
+
+    positions = np.array([[0.0], [1.0], [70000.0]])
+    form = one_axis_form(_plain(8, 10000.0), 1.0, "half")
+    cos, sin = form.tables(positions)
+    group = Group(positions, SubjectTables(positions, cos, sin, "float32", None, ()), None)
+    assert fits(lambda g, f: ((cos, sin), f), [group], [form])  # the subject itself fits
+    broken = cos.copy()
+    broken[2] = np.nan  # where float16 angles overflow
+
+    assert not fits(lambda g, f: ((broken, sin), f), [group], [form])

@@ -55,7 +55,7 @@ def fits(
         if tables[0].shape != group.subject.cos.shape:
             return False
         _, bound = allowed(hform, group, tables, dtype)
-        if (errors(group, tables) > bound).any():
+        if not (errors(group, tables) <= bound).all():  # NaN (an overflowed angle) too
             return False
     return True
 
