@@ -102,10 +102,12 @@ def test_mlx_lm_qwen3_5_rope_collapses_image_positions_to_one() -> None:
     # position per token, so an image patch's (t, h, w) ids cannot reach it
     qwen3_5 = pytest.importorskip("mlx_lm.models.qwen3_5")
     model = qwen3_5.Model(qwen3_5.ModelArgs.from_dict(copy.deepcopy(QWEN3_5)))
-    rope = model.layers[3].self_attn.rope
-    report = audit(QWEN3_5, rope)
+    report = audit(QWEN3_5, model)  # every layer's rope module, as the model built them
     assert not report.passed
-    (finding,) = report.findings
+    linear, finding = report.findings
+    assert (linear.layers, linear.status) == ((0, 1, 2), "no_positions")
+    assert finding.layers == (3,)
+    assert audit(QWEN3_5, model.layers[3].self_attn.rope).findings[0].cause == finding.cause
     assert finding.cause == (
         "sections [11, 11, 10] ignored: every pair turns with the temporal coordinate"
     )

@@ -330,7 +330,10 @@ def audit(
               (the layer index) to be audited layer by layer;
             - an object with ``cos_sin_cache`` (vLLM, SGLang) or ``inv_freq`` (and
               ``attention_scaling``: Hugging Face's rotary modules);
-            - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's);
+            - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's; or
+              ``module(x, position_ids) -> (cos, sin)``, called with ``(n_axes, 1, P)`` ids
+              for multi-axis layers), or an mlx-lm model (each layer's attention ``rope``,
+              audited layer by layer);
             - a transformers model: its rotary buffers as they are now (``inv_freq``, or
               ``{layer_type}_inv_freq`` per layer type), audited layer by layer;
             - ``"module:attr"``: such a callable or object, imported and run in a subprocess

@@ -508,6 +508,69 @@ class MlxRopeSubject:
         return SubjectTables(positions, cos, sin, dtype)
 
 
+@dataclass
+class MlxModelSubject:
+    """An mlx-lm model (``model.layers``, each with its attention's ``rope``): every layer's
+    rope module audited as :class:`MlxRopeSubject`; None for a layer without one (a linear
+    attention layer, a layer whose attention has no rope)."""
+
+    ropes: list[Any]
+    description: str
+    kind: str = "mlx"
+    fixed_positions: bool = False
+    recipe: str = F32_RECIPE + " (MLX)"
+    per_layer: bool = True
+    layer_count: int | None = None
+
+    def __post_init__(self) -> None:
+        self.layer_count = len(self.ropes)
+
+    def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        if index is None or index >= len(self.ropes):
+            return None
+        rope = self.ropes[index]
+        if rope is None:
+            return None
+        name = f"{self.description}.layers[{index}] {type(rope).__name__}"
+        return MlxRopeSubject(rope, name).tables(index, layer, positions)
+
+
+#: Where an mlx-lm decoder layer keeps its attention, and the attention its rope module.
+_ATTENTION_NAMES = ("self_attn", "attention", "attn", "mixer")
+_ROPE_NAMES = ("rope", "rotary_emb")
+
+
+def mlx_model_subject(model: Any, description: str) -> MlxModelSubject | None:
+    """The subject of an mlx-lm model: its layers' rope modules; None when ``model`` has no
+    ``layers`` holding one."""
+    try:
+        layers = model.layers
+    except (AttributeError, KeyError, TypeError):
+        return None
+    if not isinstance(layers, list | tuple) or not layers:
+        return None
+    ropes: list[Any] = []
+    for each in layers:
+        found = None
+        for attention in (_child(each, n) for n in _ATTENTION_NAMES):
+            for rope in (_child(attention, n) for n in _ROPE_NAMES):
+                if found is None and rope is not None and callable(rope):
+                    found = rope
+        ropes.append(found)
+    if all(r is None for r in ropes):
+        return None
+    return MlxModelSubject(ropes, description)
+
+
+def _child(module: Any, name: str) -> Any:
+    if module is None:
+        return None
+    try:
+        return getattr(module, name, None)
+    except (KeyError, TypeError):
+        return None
+
+
 def is_mlx_module(value: Any) -> bool:
     """True for an ``mlx.nn.Module`` (any subclass: mlx-lm's, mlx-vlm's, a user's), without
     importing MLX when it is not loaded."""
@@ -583,7 +646,8 @@ def object_subject(value: Any, description: str) -> Subject | None:
     """The subject of a Python object: a ``cos_sin_cache`` or ``inv_freq`` attribute (vLLM's
     and SGLang's rotary objects, Hugging Face's rotary modules), a callable; None otherwise."""
     if is_mlx_module(value) and callable(value):
-        return MlxRopeSubject(value, description)
+        model = mlx_model_subject(value, description)
+        return model if model is not None else MlxRopeSubject(value, description)
     if hasattr(value, "named_modules") and hasattr(value, "config"):  # a transformers model
         return model_subject(value, description)
     cache = getattr(value, "cos_sin_cache", None)
