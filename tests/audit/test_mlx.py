@@ -140,3 +140,20 @@ def test_an_mlx_module_reading_the_height_ids_for_the_width_is_named_per_axis() 
     (finding,) = audit(QWEN2_VL_HEAD128, wrong).findings
     assert finding.cause.startswith("the width pairs turn with the height coordinate")
     assert [a.status for a in finding.axes] == ["float32_angles", "float32_angles", "wrong"]
+
+
+def test_a_position_ids_module_must_return_cos_and_sin_tables() -> None:
+    class Rotates(nn.Module):  # returns the rotated x, not (cos, sin)
+        def __call__(self, x: Any, position_ids: Any) -> Any:
+            return x
+
+    with pytest.raises(TypeError, match=r"must return \(cos, sin\), got array"):
+        audit(QWEN2_VL_HEAD128, Rotates())
+
+    class PerAxis(nn.Module):  # one table per axis: (3, batch, P, dims)
+        def __call__(self, x: Any, position_ids: Any) -> tuple[Any, Any]:
+            table = mx.zeros((3, 1, position_ids.shape[-1], 128))
+            return table, table
+
+    with pytest.raises(ValueError, match=r"the returned cos must be a table"):
+        audit(QWEN2_VL_HEAD128, PerAxis())
