@@ -157,3 +157,41 @@ def test_a_position_ids_module_must_return_cos_and_sin_tables() -> None:
 
     with pytest.raises(ValueError, match=r"the returned cos must be a table"):
         audit(QWEN2_VL_HEAD128, PerAxis())
+
+
+class AppliedMRoPE(MRoPE):
+    """The same M-RoPE applied to q and k the way such stacks do, ``apply_rotary(q, k,
+    position_ids)``: pairs in halves, or neighbours with ``neighbours``."""
+
+    def __init__(self, *args: Any, neighbours: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.neighbours = neighbours
+
+    def apply_rotary(self, q: Any, k: Any, position_ids: Any) -> tuple[Any, Any]:
+        cos, sin = self(q, position_ids)  # (batch, P, dims): the pairs' angles twice
+        cos, sin = cos[:, None], sin[:, None]
+        half = self.dims // 2
+        if self.neighbours:
+            cos = mx.repeat(cos[..., :half], 2, axis=-1)
+            sin = mx.repeat(sin[..., :half], 2, axis=-1)
+
+        def turn(x: Any) -> Any:
+            part, rest = x[..., : self.dims], x[..., self.dims :]
+            if self.neighbours:
+                a, b = part[..., 0::2], part[..., 1::2]
+                other = mx.stack([-b, a], axis=-1).reshape(part.shape)
+            else:
+                other = mx.concatenate([-part[..., half:], part[..., :half]], axis=-1)
+            return mx.concatenate([part * cos + other * sin, rest], axis=-1)
+
+        return turn(q), turn(k)
+
+
+def test_an_mlx_apply_rotary_is_probed_with_basis_vectors() -> None:
+    halves = AppliedMRoPE(128, 1e6, [16, 24, 24], interleaved=False)
+    report = audit(QWEN2_VL_HEAD128, halves)
+    assert report.passed, str(report)
+    neighbours = AppliedMRoPE(128, 1e6, [16, 24, 24], interleaved=False, neighbours=True)
+    (finding,) = audit(QWEN2_VL_HEAD128, neighbours).findings
+    assert finding.cause.startswith("pairs interleaved where the model pairs halves")
+    assert [a.status for a in finding.axes] == ["wrong"] * 3

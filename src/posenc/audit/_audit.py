@@ -331,8 +331,9 @@ def audit(
             - an object with ``cos_sin_cache`` (vLLM, SGLang) or ``inv_freq`` (and
               ``attention_scaling``: Hugging Face's rotary modules);
             - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's; or
-              ``module(x, position_ids) -> (cos, sin)``, called with ``(n_axes, 1, P)`` ids
-              for multi-axis layers), or an mlx-lm model (each layer's attention ``rope``,
+              ``module(x, position_ids) -> (cos, sin)`` or ``module.apply_rotary(q, k,
+              position_ids)``, called with ``(n_axes, 1, P)`` ids for multi-axis layers), or
+              an mlx-lm model (each layer's attention ``rope``,
               audited layer by layer);
             - a transformers model: its rotary buffers as they are now (``inv_freq``, or
               ``{layer_type}_inv_freq`` per layer type), audited layer by layer;

@@ -434,8 +434,12 @@ def _read_rotation(
 
 @dataclass
 class MlxRopeSubject:
-    """An MLX rope module, called the two ways MLX stacks call one:
+    """An MLX rope module, called the ways MLX stacks call one:
 
+    - ``module.apply_rotary(q, k, position_ids) -> (q, k)`` where the module has that method
+      (how MLX vision-language stacks apply M-RoPE): q and k ``(1, heads, P, head_dim)`` hold
+      one basis vector per head at every row, ``position_ids`` as below, so the pairs and the
+      direction of rotation are measured;
     - ``module(x, offset=p)`` rotates ``x`` ``(1, heads, 1, dims)`` as position ``p``
       (``mlx.nn.RoPE`` and what mlx-lm's ``initialize_rope`` builds: ``Llama3RoPE``,
       ``YarnRoPE``, ``SuScaledRoPE``, ...): probed with one basis vector per head, so its
@@ -457,6 +461,8 @@ class MlxRopeSubject:
     per_layer: bool = False
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        if callable(_method(self.module, "apply_rotary")):
+            return self._applied(layer, positions)
         if _takes(self.module, "position_ids"):
             return self._position_ids_tables(layer, positions)
         import mlx.core as mx
@@ -479,13 +485,47 @@ class MlxRopeSubject:
             )
         return _read_rotation(matrix, positions, "float32", notes)
 
+    def _ids(self, layer: RopeLayer, positions: _F64) -> Any:
+        """int32 position ids as MLX stacks pass them: ``(n_axes, 1, P)``, or ``(1, P)``."""
+        import mlx.core as mx
+
+        ids = positions.T[:, None, :] if layer.multi_axis else positions[:, :1].T
+        return mx.array(ids.astype(np.int32))
+
+    def _applied(self, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        """``module.apply_rotary(q, k, position_ids) -> (q, k)``, q and k ``(1, heads, P,
+        head_dim)``: probed with one basis vector per head at every row, so the pairs and
+        the direction of rotation are measured."""
+        import mlx.core as mx
+
+        dim = layer.head_dim
+        rows = positions.shape[0]
+        if rows * dim * dim > MAX_PROBE_ELEMENTS:
+            rows = max(1, MAX_PROBE_ELEMENTS // (dim * dim))
+            positions = positions[:rows]
+        basis = mx.broadcast_to(mx.eye(dim)[None, :, None, :], (1, dim, rows, dim))
+        result = self.module.apply_rotary(basis, basis, self._ids(layer, positions))
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            raise TypeError(
+                f"{self.description}.apply_rotary(q, k, position_ids) must return (q, k), got "
+                f"{type(result).__name__}"
+            )
+        out = np.asarray(result[0].astype(mx.float32), dtype=np.float64)
+        if out.shape != (1, dim, rows, dim):
+            raise ValueError(
+                f"{self.description}.apply_rotary returned q of shape {out.shape}, expected "
+                f"{(1, dim, rows, dim)} (batch, heads, positions, head_dim) like its input"
+            )
+        matrix = np.transpose(out[0], (1, 2, 0))  # (P, D, D): column j is where e_j goes
+        check_finite(matrix.reshape(rows, -1), f"{self.description}'s rotation")
+        return _read_rotation(matrix, positions, "float32", ())
+
     def _position_ids_tables(self, layer: RopeLayer, positions: _F64) -> SubjectTables:
         import mlx.core as mx
 
         rows = positions.shape[0]
-        ids = positions.T[:, None, :] if layer.multi_axis else positions[:, :1].T
         x = mx.zeros((1, 1, rows, layer.rotary_dim), dtype=mx.float32)
-        result = self.module(x, mx.array(ids.astype(np.int32)))
+        result = self.module(x, self._ids(layer, positions))
         if not isinstance(result, tuple | list) or len(result) != 2:
             raise TypeError(
                 f"{self.description}(x, position_ids) must return (cos, sin), got "
@@ -578,6 +618,12 @@ def is_mlx_module(value: Any) -> bool:
     if nn is not None and isinstance(value, nn.Module):
         return True
     return type(value).__module__.startswith(("mlx.", "mlx_lm.", "mlx_vlm."))
+
+
+def _method(module: Any, name: str) -> Any:
+    """``module.name`` when it is a method of the module's class (an MLX module is a dict:
+    its arrays and children are not methods)."""
+    return getattr(module, name) if callable(getattr(type(module), name, None)) else None
 
 
 def _takes(module: Any, name: str) -> bool:
