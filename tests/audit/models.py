@@ -7,7 +7,18 @@ from typing import Any
 
 from tests.configs import GEMMA3, LLAMA3
 
-__all__ = ["GEMMA3", "GPT_OSS", "LLAMA3", "PARTIAL", "PHI3", "QWEN2_VL", "QWEN25_YARN", "SMOLLM3"]
+__all__ = [
+    "GEMMA3",
+    "GPT_OSS",
+    "LLAMA3",
+    "PARTIAL",
+    "PHI3",
+    "QWEN2_VL",
+    "QWEN2_VL_HEAD128",
+    "QWEN3_5",
+    "QWEN25_YARN",
+    "SMOLLM3",
+]
 
 # Qwen2.5 with YaRN (the model card's rope_scaling): factor 4 over 32768 positions.
 QWEN25_YARN: dict[str, Any] = {
@@ -45,6 +56,43 @@ QWEN2_VL: dict[str, Any] = {
     "max_position_embeddings": 32768,
     "rope_theta": 1000000.0,
     "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]},
+}
+
+# Qwen2-VL with its own head: head_dim 128, sections [16, 24, 24] (64 pairs).
+QWEN2_VL_HEAD128: dict[str, Any] = {
+    **QWEN2_VL,
+    "hidden_size": 256,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+}
+
+# Qwen3.5 (config.json's nesting): three linear-attention layers, then one full-attention layer
+# with interleaved M-RoPE [11, 11, 10] over the first quarter of its 256-channel head.
+QWEN3_5: dict[str, Any] = {
+    "model_type": "qwen3_5",
+    "text_config": {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "num_hidden_layers": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+        "intermediate_size": 32,
+        "vocab_size": 16,
+        "linear_num_value_heads": 2,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 10000000.0,
+            "mrope_section": [11, 11, 10],
+            "mrope_interleaved": True,
+            "partial_rotary_factor": 0.25,
+        },
+    },
 }
 
 # GPT-OSS: YaRN factor 32 without truncation, sliding and full layers alike.

@@ -12,7 +12,17 @@ import pytest
 from posenc import rope_plan, rotary_cos_sin
 from posenc.analysis._rounding import _round_bfloat16
 from posenc.audit import audit
-from tests.audit.models import GEMMA3, GPT_OSS, LLAMA3, PARTIAL, PHI3, QWEN2_VL, QWEN25_YARN
+from posenc.audit._audit import report_from_dict
+from tests.audit.models import (
+    GEMMA3,
+    GPT_OSS,
+    LLAMA3,
+    PARTIAL,
+    PHI3,
+    QWEN2_VL,
+    QWEN2_VL_HEAD128,
+    QWEN25_YARN,
+)
 from tests.audit.stacks import (
     exact_tables,
     float32_tables,
@@ -236,6 +246,65 @@ def test_mrope_with_sections_passes_and_sections_ignored_are_named() -> None:
     assert audit(QWEN2_VL, mrope_tables(True)).passed
     text = cause(audit(QWEN2_VL, mrope_tables(False)))
     assert text == "sections [8, 12, 12] ignored: every pair turns with the temporal coordinate"
+
+
+def qwen2_vl_stack(width_axis: int) -> Any:
+    """Qwen2-VL's M-RoPE as its stack computes it: float32 inverse frequencies over the 128
+    channels, pairs 0-15 turned by the temporal id, 16-39 by the height id, 40-63 by the id
+    in row ``width_axis`` of ``position_ids`` (2: the width's, as the model does)."""
+    inv_freq = (1.0 / np.float32(1e6) ** (np.arange(0, 128, 2, dtype=np.float32) / 128)).astype(
+        np.float32
+    )
+    rows = np.array([0] * 16 + [1] * 24 + [width_axis] * 24)
+
+    def tables(positions: Any) -> tuple[Any, Any]:
+        ids = np.asarray(positions, dtype=np.float32)  # (P, 3): temporal, height, width
+        theta = ids[:, rows] * inv_freq
+        return spread(np.cos(theta), "half"), spread(np.sin(theta), "half")
+
+    return tables
+
+
+def test_mrope_per_axis_verdicts_name_the_one_wrong_axis() -> None:
+    assert audit(QWEN2_VL_HEAD128, qwen2_vl_stack(2)).passed
+    report = audit(QWEN2_VL_HEAD128, qwen2_vl_stack(1))  # the width pairs read the height ids
+    (finding,) = report.findings
+    assert finding.cause == (
+        "the width pairs turn with the height coordinate (one axis's position ids read for "
+        "another's)"
+    )
+    verdicts = [(a.axis, a.pairs, a.status) for a in finding.axes]
+    assert verdicts == [
+        ("temporal", 16, "float32_angles"),
+        ("height", 24, "float32_angles"),
+        ("width", 24, "wrong"),
+    ]
+    width = finding.axes[2].first_difference
+    assert width is not None
+    assert width.channel % 64 >= 40  # pairs 40-63: the width pairs
+    assert width.coordinates[1] != width.coordinates[2]  # an image row: height and width differ
+    assert finding.first_difference == width
+    text = str(report)
+    assert "  axis height (24 pairs): within float32 angles, max error" in text
+    assert f"  axis width (24 pairs): WRONG, max error {finding.axes[2].max_error:.2g}; " in text
+    assert f"first differs at position {width.position:,} (temporal " in text
+    data = report.as_dict()
+    assert data["schema_version"] == 1
+    assert [a["status"] for a in data["findings"][0]["axes"]] == [
+        "float32_angles",
+        "float32_angles",
+        "wrong",
+    ]
+    assert data["findings"][0]["axes"][2]["first_difference"]["coordinates"] == list(
+        width.coordinates
+    )
+    assert report_from_dict(data) == report
+
+
+def test_one_dimensional_layers_have_no_per_axis_verdicts() -> None:
+    (finding,) = audit(QWEN25_YARN, tables_of(QWEN25_YARN)).findings
+    assert finding.axes == ()
+    assert finding.as_dict()["axes"] == []
 
 
 # --------------------------------------------------------------------------- caches, inv_freq

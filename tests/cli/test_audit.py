@@ -15,7 +15,7 @@ import pytest
 
 from posenc import rope_plan
 from posenc.cli import main
-from tests.audit.models import LLAMA3, QWEN25_YARN
+from tests.audit.models import LLAMA3, QWEN2_VL_HEAD128, QWEN25_YARN
 from tests.audit.stacks import float32_tables, llama3_rope_freqs, vllm_cache, write_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +70,34 @@ def test_a_wrong_table_exits_1_with_the_cause(
     assert finding["status"] == "wrong"
     assert finding["cause"] == "no yarn where the config has yarn factor 4"
     assert finding["first_difference"]["position"] == 0  # cos(0) lacks the attention factor
+
+
+def test_per_axis_verdicts_in_text_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Qwen2-VL's M-RoPE [16, 24, 24] dumped with position_ids (3, 1, P): image-like rows whose
+    # width ids differ from their height ids, and a width section that reads the height ids
+    ids = np.stack([np.arange(64), np.arange(64) // 8, np.arange(64) % 8])
+    inv_freq = 1e6 ** (-np.arange(0, 128, 2) / 128)
+    theta = ids.T[:, [0] * 16 + [1] * 24 + [1] * 24].astype(np.float32) * inv_freq.astype(
+        np.float32
+    )
+    path = tmp_path / "vl.npz"
+    np.savez(path, cos=np.tile(np.cos(theta), 2), sin=np.tile(np.sin(theta), 2),
+             position_ids=ids[:, None, :])  # fmt: skip
+    code, out, _ = run([config(tmp_path, QWEN2_VL_HEAD128), str(path)], capsys)
+    assert code == 1
+    assert "  axis temporal (16 pairs): within float32 angles, max error" in out
+    assert "  axis width (24 pairs): WRONG, max error" in out
+    assert "first differs at position 1 (temporal 1, height 0, width 1), channel 40 (sin)" in out
+    code, out, _ = run([config(tmp_path, QWEN2_VL_HEAD128), str(path), "--json"], capsys)
+    (finding,) = json.loads(out)["findings"]
+    assert [(a["axis"], a["passed"]) for a in finding["axes"]] == [
+        ("temporal", True),
+        ("height", True),
+        ("width", False),
+    ]
+    assert finding["axes"][2]["first_difference"]["coordinates"] == [1, 0, 1]
 
 
 def test_a_gguf_and_a_model_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,8 @@ basis vectors, vLLM's and SGLang's rotary objects, Hugging Face's rotary modules
 transformers models). It compares the subject's cos and sin with the exact float64 tables at
 probe positions from 0 to 2**20, per layer: ``exact`` (within one unit in the last place of the
 subject's dtype), within float32 angles' error (the bound named in the report), or wrong, and
-for a wrong layer says what differs in words and where it first differs.
+for a wrong layer says what differs in words and where it first differs; a multi-axis layer
+(M-RoPE, 2-D RoPE) gets that verdict per axis too.
 
 :func:`assert_rope_matches` is the same as one assertion for another project's tests.
 
@@ -19,12 +20,13 @@ Optional packages are imported only when a subject needs them (``gguf`` for GGUF
 
 from ._assert import assert_rope_matches
 from ._audit import MAX_POSITIONS, audit
-from ._report import SCHEMA_VERSION, AuditReport, Difference, LayerFinding
+from ._report import SCHEMA_VERSION, AuditReport, AxisFinding, Difference, LayerFinding
 
 __all__ = [
     "MAX_POSITIONS",
     "SCHEMA_VERSION",
     "AuditReport",
+    "AxisFinding",
     "Difference",
     "LayerFinding",
     "assert_rope_matches",

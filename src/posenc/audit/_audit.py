@@ -23,6 +23,7 @@ from ._subjects import (
     Subject,
     TableSubject,
     inv_freq_subject,
+    is_mlx_module,
     object_subject,
 )
 
@@ -209,7 +210,7 @@ def resolve_subject(subject: Any, key: Any = None, max_bytes: int | None = None)
     """What :func:`audit` accepts as a subject, as a :class:`Subject`."""
     if isinstance(subject, str | Path):
         return file_subject(Path(subject), key, max_bytes)
-    if type(subject).__module__.startswith(("mlx.", "mlx_lm.")):  # MLX modules are dicts
+    if is_mlx_module(subject):  # MLX modules are dicts
         found = object_subject(subject, type(subject).__name__)
         if found is not None:
             return found
@@ -344,7 +345,11 @@ def audit(
               (the layer index) to be audited layer by layer;
             - an object with ``cos_sin_cache`` (vLLM, SGLang) or ``inv_freq`` (and
               ``attention_scaling``: Hugging Face's rotary modules);
-            - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's);
+            - an MLX rope module (``module(x, offset=p)``: ``mlx.nn.RoPE`` and mlx-lm's; or
+              ``module(x, position_ids) -> (cos, sin)`` or ``module.apply_rotary(q, k,
+              position_ids)``, called with ``(n_axes, 1, P)`` ids for multi-axis layers), or
+              an mlx-lm model (each layer's attention ``rope``,
+              audited layer by layer);
             - a transformers model: its rotary buffers as they are now (``inv_freq``, or
               ``{layer_type}_inv_freq`` per layer type), audited layer by layer;
             - ``"module:attr"``: such a callable or object, imported and run in a subprocess
@@ -396,12 +401,12 @@ def audit(
 
 
 def report_from_dict(document: Mapping[str, Any]) -> AuditReport:
-    """The :class:`AuditReport` of :meth:`AuditReport.as_dict`'s data."""
-    from ._report import Difference
+    """The :class:`AuditReport` of :meth:`AuditReport.as_dict`'s data (fields added within
+    a schema version may be missing: they take their defaults)."""
+    from ._report import AxisFinding
 
     findings = []
     for f in document["findings"]:
-        diff = f["first_difference"]
         findings.append(
             LayerFinding(
                 layers=tuple(f["layers"]),
@@ -410,20 +415,22 @@ def report_from_dict(document: Mapping[str, Any]) -> AuditReport:
                 recipe=f["recipe"],
                 bound=f["bound"],
                 max_error=f["max_error"],
-                first_difference=None
-                if diff is None
-                else Difference(
-                    diff["position"],
-                    diff["channel"],
-                    diff["table"],
-                    diff["subject"],
-                    diff["expected"],
-                ),
+                first_difference=_difference(f["first_difference"]),
                 error_at_context=f["error_at_context"],
                 error_at_1m=f["error_at_1m"],
                 cause=f["cause"],
                 positions=(f["positions_compared"], f["largest_position"]),
                 notes=tuple(f["notes"]),
+                axes=tuple(
+                    AxisFinding(
+                        a["axis"],
+                        a["pairs"],
+                        a["status"],
+                        a["max_error"],
+                        _difference(a["first_difference"]),
+                    )
+                    for a in f.get("axes", ())
+                ),
             )
         )
     return AuditReport(
@@ -434,4 +441,19 @@ def report_from_dict(document: Mapping[str, Any]) -> AuditReport:
         context=document["context"],
         findings=tuple(findings),
         notes=tuple(document["notes"]),
+    )
+
+
+def _difference(diff: Mapping[str, Any] | None) -> Any:
+    from ._report import Difference
+
+    if diff is None:
+        return None
+    return Difference(
+        diff["position"],
+        diff["channel"],
+        diff["table"],
+        diff["subject"],
+        diff["expected"],
+        tuple(diff.get("coordinates", ())),
     )

@@ -14,23 +14,25 @@ error names the cause.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .._features import pair_slices
 from .._rope.plan import RopeLayer, RopePlan
 from ._errors import Group, Tables, allowed, errors
 from ._forms import (
     ONE_MILLION,
+    Form,
     float32_bound_at,
     layer_form,
     lengths,
     probe_positions,
 )
 from ._hypotheses import PAIR_WORDS, explain, width_cause
-from ._report import Difference, LayerFinding, Status
+from ._report import AxisFinding, Difference, LayerFinding, Status
 from ._subjects import Subject, SubjectTables
 
 _F64 = npt.NDArray[np.float64]
@@ -226,6 +228,8 @@ def _judge(
     worst, first = 0.0, None
     at_context: float | None = None
     at_1m: float | None = None
+    columns = _axis_columns(layer, forms[0])
+    per_axis: list[_AxisTally] = [_AxisTally() for _ in columns]
     for form, group in zip(forms, groups, strict=True):
         expected = form.tables(group.positions)
         err = errors(group, expected)
@@ -238,6 +242,8 @@ def _judge(
             if first is None or (diff.position, diff.channel) < (first.position, first.channel):
                 first = diff
         worst = max(worst, float(err.max()))
+        for tally, mask in zip(per_axis, columns, strict=True):
+            tally.add(group, err, tol, bound, expected, mask)
         rows = group.positions[:, 0]
         if context is not None and (rows == context - 1).any():
             at_context = max(at_context or 0.0, float(err[rows == context - 1].max()))
@@ -264,6 +270,14 @@ def _judge(
     recipe = None
     if status == "float32_angles":
         recipe = subject.recipe
+    axes = tuple(
+        tally.finding(name, int(mask.sum()) // 4, shown is not None and shown != layer.pairs)
+        for name, tally, mask in zip(layer.axes, per_axis, columns, strict=True)
+    )
+    if not getattr(subject, "exact_possible", True):
+        axes = tuple(
+            replace(a, status="float32_angles") if a.status == "exact" else a for a in axes
+        )
     return LayerFinding(
         layers=layers,
         layer_type=layer.layer_type,
@@ -277,11 +291,22 @@ def _judge(
         cause="; ".join(causes),
         positions=(count, largest),
         notes=notes,
+        axes=axes,
     )
 
 
-def _first(group: Group, err: _F64, bound: _F64, expected: Tables) -> Difference:
+def _first(
+    group: Group,
+    err: _F64,
+    bound: _F64,
+    expected: Tables,
+    columns: npt.NDArray[np.bool_] | None = None,
+) -> Difference:
+    """The first element over ``bound`` (in ``columns`` of ``cos | sin`` when given): the
+    smallest first coordinate, then the smallest channel."""
     over = err > bound
+    if columns is not None:
+        over &= columns[None, :]
     rows = np.flatnonzero(over.any(axis=1))
     order = rows[np.argsort(group.positions[rows, 0], kind="stable")]
     row = int(order[0])
@@ -291,4 +316,68 @@ def _first(group: Group, err: _F64, bound: _F64, expected: Tables) -> Difference
     channel = col % width
     subject = (group.subject.cos if table == "cos" else group.subject.sin)[row, channel]
     exact = expected[0 if table == "cos" else 1][row, channel]
-    return Difference(int(group.positions[row, 0]), channel, table, float(subject), float(exact))
+    coordinates = group.positions[row]
+    return Difference(
+        int(coordinates[0]),
+        channel,
+        table,
+        float(subject),
+        float(exact),
+        tuple(int(c) for c in coordinates) if coordinates.size > 1 else (),
+    )
+
+
+# --------------------------------------------------------------------------- per axis
+
+
+def _axis_columns(layer: RopeLayer, form: Form) -> list[npt.NDArray[np.bool_]]:
+    """Per axis of a multi-axis layer, the columns of ``cos | sin`` (``2·width``) that its
+    pairs occupy: pair ``k`` belongs to the axis whose row of the frequency matrix turns it.
+    ``[]`` for 1-D layers."""
+    if not layer.multi_axis or form.frequencies.shape[0] != len(layer.axes):
+        return []
+    owner = np.argmax(np.abs(form.frequencies), axis=0)  # (n_pairs,)
+    first, second = pair_slices(form.pairs, form.n_pairs)
+    channel_axis = np.empty(form.width, dtype=np.int64)
+    channel_axis[first] = owner
+    channel_axis[second] = owner
+    both = np.concatenate([channel_axis, channel_axis])
+    return [both == a for a in range(len(layer.axes))]
+
+
+@dataclass
+class _AxisTally:
+    """One axis's verdict, gathered over the groups of a layer."""
+
+    status: Status = "exact"
+    worst: float = 0.0
+    first: Difference | None = None
+
+    def add(
+        self,
+        group: Group,
+        err: _F64,
+        tol: _F64,
+        bound: _F64,
+        expected: Tables,
+        mask: npt.NDArray[np.bool_],
+    ) -> None:
+        mine = err[:, mask]
+        if mine.size == 0:
+            return
+        self.worst = max(self.worst, float(mine.max()))
+        if (mine > tol[:, mask]).any() and self.status == "exact":
+            self.status = "float32_angles"
+        if (mine > bound[:, mask]).any():
+            self.status = "wrong"
+            diff = _first(group, err, bound, expected, mask)
+            if self.first is None or (diff.position, diff.channel) < (
+                self.first.position,
+                self.first.channel,
+            ):
+                self.first = diff
+
+    def finding(self, axis: str, pairs: int, pairs_wrong: bool) -> AxisFinding:
+        # a wrong pair layout makes every axis wrong, whatever its channels' errors say
+        status: Status = "wrong" if pairs_wrong else self.status
+        return AxisFinding(axis, pairs, status, self.worst, self.first)

@@ -3,14 +3,16 @@
 Each hypothesis is the plan changed in one way (another base, the scaling missing or applied
 twice, YaRN's truncation flipped, Llama 3's factors inverted, LongRoPE's factor sets swapped or
 one of them used at every length, another layer type's RoPE, the frequencies over ``head_dim``,
-the pairs laid out the other way, sin read from cos or negated, M-RoPE sections ignored, the
-attention factor missing) or rounded in one way (bfloat16 or float16 tables, bfloat16
-positions, frequencies or angles). :func:`explain` returns the words of the first that
-reproduces the subject within float32 angles' error (or the rounding it names).
+the pairs laid out the other way, sin read from cos or negated, M-RoPE sections ignored or one
+axis's pairs turned by another axis's coordinate, the attention factor missing) or rounded in
+one way (bfloat16 or float16 tables, bfloat16 positions, frequencies or angles).
+:func:`explain` returns the words of the first that reproduces the subject within float32
+angles' error (or the rounding it names).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -272,6 +274,24 @@ def _shape_hypotheses(
                     replace(layer, order=flipped, interleaved_sections=flipped == "interleaved")
                 ),
             )
+        for mine, other in itertools.permutations(range(len(layer.axes)), 2):
+            yield (
+                f"the {layer.axes[mine]} pairs turn with the {layer.axes[other]} coordinate "
+                "(one axis's position ids read for another's)",
+                _with_omega(_moved(mine, other)),
+            )
+
+
+def _moved(mine: int, other: int) -> Callable[[Form, Group], tuple[Any, Any]]:
+    """The frequency matrix with axis ``mine``'s pairs turned by coordinate ``other``."""
+
+    def change(form: Form, group: Group) -> tuple[Any, Any]:
+        moved = form.frequencies.copy()
+        moved[other] += moved[mine]
+        moved[mine] = 0.0
+        return moved, form.attention
+
+    return change
 
 
 #: The words for a vision tower's schedules (``RopeLayer.schedule``).

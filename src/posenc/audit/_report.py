@@ -9,7 +9,9 @@ from typing import Any, Literal
 Status = Literal["exact", "float32_angles", "wrong", "no_positions"]
 
 #: The version of :meth:`AuditReport.as_dict`'s layout: it changes when a field is renamed,
-#: removed or changes meaning, not when one is added.
+#: removed or changes meaning, not when one is added. Fields added within version 1: a
+#: finding's ``axes`` (per-axis verdicts of multi-axis layers) and a difference's
+#: ``coordinates``.
 SCHEMA_VERSION = 1
 
 #: The statuses that pass (exit code 0).
@@ -18,13 +20,19 @@ PASSING = ("exact", "float32_angles", "no_positions")
 
 @dataclass(frozen=True)
 class Difference:
-    """Where a subject first leaves the allowed error: the smallest position (then channel)."""
+    """Where a subject first leaves the allowed error: the smallest position (then channel).
+
+    ``position`` is the row's first coordinate; ``coordinates`` all of them, one per axis of a
+    multi-axis layer (``()`` for 1-D layers), so that an image row ``(temporal 1, height 7,
+    width 14)`` is not mistaken for text position 1.
+    """
 
     position: int
     channel: int
     table: str
     subject: float
     expected: float
+    coordinates: tuple[int, ...] = ()
 
     @property
     def error(self) -> float:
@@ -38,6 +46,55 @@ class Difference:
             "subject": self.subject,
             "expected": self.expected,
             "error": self.error,
+            "coordinates": list(self.coordinates),
+        }
+
+    def where(self, axes: tuple[str, ...] = ()) -> str:
+        """``"position 1,024"``, or ``"position 1 (temporal 1, height 7, width 14)"``."""
+        text = f"position {self.position:,}"
+        if len(self.coordinates) > 1:
+            names = axes if len(axes) == len(self.coordinates) else ()
+            parts = [
+                f"{names[a]} {c:,}" if names else f"{c:,}" for a, c in enumerate(self.coordinates)
+            ]
+            text += f" ({', '.join(parts)})"
+        return text
+
+
+@dataclass(frozen=True)
+class AxisFinding:
+    """The verdict on the pairs of one axis of a multi-axis layer (M-RoPE's temporal, height
+    and width sections; 2-D RoPE's rows and columns): the channels those pairs occupy, judged
+    as the layer is (``exact``, ``float32_angles`` or ``wrong``).
+
+    Attributes:
+        axis: the axis's name, as the plan calls it (:attr:`posenc.RopeLayer.axes`).
+        pairs: how many rotary pairs turn with it.
+        status: ``"exact"``, ``"float32_angles"`` or ``"wrong"``.
+        max_error: the largest error in its channels at the positions probed.
+        first_difference: where its channels first leave the recipe's bound (wrong axes).
+    """
+
+    axis: str
+    pairs: int
+    status: Status
+    max_error: float
+    first_difference: Difference | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSING
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "axis": self.axis,
+            "pairs": self.pairs,
+            "status": self.status,
+            "passed": self.passed,
+            "max_error": self.max_error,
+            "first_difference": None
+            if self.first_difference is None
+            else self.first_difference.as_dict(),
         }
 
 
@@ -60,6 +117,8 @@ class LayerFinding:
         cause: what differs, in words ("" when nothing does).
         positions: how many positions were compared, and the largest.
         notes: what else the reading found.
+        axes: multi-axis layers: one :class:`AxisFinding` per axis, in the order of the plan's
+            axes; ``()`` for 1-D layers and where the tables could not be split by axis.
     """
 
     layers: tuple[int, ...]
@@ -74,6 +133,7 @@ class LayerFinding:
     cause: str
     positions: tuple[int, int]
     notes: tuple[str, ...] = ()
+    axes: tuple[AxisFinding, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -97,6 +157,7 @@ class LayerFinding:
             "positions_compared": self.positions[0],
             "largest_position": self.positions[1],
             "notes": list(self.notes),
+            "axes": [a.as_dict() for a in self.axes],
         }
 
 
@@ -170,8 +231,11 @@ def _error(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
 
-def verdict(finding: LayerFinding) -> str:
+def verdict(finding: LayerFinding | AxisFinding) -> str:
     """The finding's verdict in one phrase."""
+    if isinstance(finding, AxisFinding):
+        words = {"exact": "exact", "float32_angles": "within float32 angles", "wrong": "WRONG"}
+        return words.get(finding.status, finding.status)
     if finding.status == "exact":
         return "exact"
     if finding.status == "no_positions":
@@ -179,6 +243,13 @@ def verdict(finding: LayerFinding) -> str:
     if finding.status == "float32_angles":
         return f"within {finding.recipe}: expected <= {_error(finding.bound)} at this length"
     return "WRONG"
+
+
+def _difference(diff: Difference, axes: tuple[str, ...]) -> str:
+    return (
+        f"{diff.where(axes)}, channel {diff.channel} ({diff.table}): {diff.subject:.7g} where "
+        f"exact is {diff.expected:.7g} (off by {diff.error:.2g})"
+    )
 
 
 def render(report: AuditReport) -> str:
@@ -200,12 +271,17 @@ def render(report: AuditReport) -> str:
         if finding.cause:
             lines.append(f"  cause: {finding.cause}")
         diff = finding.first_difference
+        names = tuple(a.axis for a in finding.axes)
         if diff is not None:
-            lines.append(
-                f"  first differs at position {diff.position:,}, channel {diff.channel} "
-                f"({diff.table}): {diff.subject:.7g} where exact is {diff.expected:.7g} "
-                f"(off by {diff.error:.2g})"
+            lines.append(f"  first differs at {_difference(diff, names)}")
+        for axis in finding.axes:
+            line = (
+                f"  axis {axis.axis} ({axis.pairs} pairs): {verdict(axis)}, max error "
+                f"{_error(axis.max_error)}"
             )
+            if axis.first_difference is not None:
+                line += f"; first differs at {_difference(axis.first_difference, names)}"
+            lines.append(line)
         lines.extend(f"  note: {note}" for note in finding.notes)
     lines.extend(f"note: {note}" for note in report.notes)
     lines.append("PASS" if report.passed else "FAIL")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -445,9 +446,24 @@ def _read_rotation(
 
 @dataclass
 class MlxRopeSubject:
-    """An MLX rope module (``mlx.nn.RoPE``, mlx-lm's ``Llama3RoPE``, ``YarnRoPE``,
-    ``SuScaledRoPE``, ...): ``module(x, offset=p)`` rotates ``x`` ``(1, heads, 1, dims)`` as
-    position ``p``; probed with one basis vector per head at each probe position."""
+    """An MLX rope module, called the ways MLX stacks call one:
+
+    - ``module.apply_rotary(q, k, position_ids) -> (q, k)`` where the module has that method
+      (how MLX vision-language stacks apply M-RoPE): q and k ``(1, heads, P, head_dim)`` hold
+      one basis vector per head at every row, ``position_ids`` as below, so the pairs and the
+      direction of rotation are measured;
+    - ``module(x, offset=p)`` rotates ``x`` ``(1, heads, 1, dims)`` as position ``p``
+      (``mlx.nn.RoPE`` and what mlx-lm's ``initialize_rope`` builds: ``Llama3RoPE``,
+      ``YarnRoPE``, ``SuScaledRoPE``, ...): probed with one basis vector per head, so its
+      pairs and direction are measured. Such a module takes one position per token: for a
+      multi-axis layer every row is given its first coordinate, as a stack that passes it
+      one id per token does, so an M-RoPE config served by it shows its sections ignored;
+    - ``module(x, position_ids) -> (cos, sin)`` (a multi-axis rotary embedding: M-RoPE's
+      ``position_ids`` ``(n_axes, batch, P)``): called with int32 ``position_ids``
+      ``(n_axes, 1, P)`` (``(1, P)`` for 1-D layers) and a float32 ``x`` ``(1, 1, P, dims)``
+      whose dtype is all such modules read; the tables ``(1, P, width)`` are read in the
+      plan's pair layout.
+    """
 
     module: Any
     description: str
@@ -457,20 +473,177 @@ class MlxRopeSubject:
     per_layer: bool = False
 
     def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        if callable(_method(self.module, "apply_rotary")):
+            return self._applied(layer, positions)
+        if _takes(self.module, "position_ids"):
+            return self._position_ids_tables(layer, positions)
         import mlx.core as mx
 
-        dims = int(getattr(self.module, "dims", layer.rotary_dim))
-        text = (positions == positions[:, :1]).all(axis=1)
-        positions = positions[text]
+        dims = int(getattr(self.module, "dims", getattr(self.module, "dim", layer.rotary_dim)))
+        first, rows = np.unique(positions[:, 0], return_inverse=True)
         basis = mx.eye(dims)[None, :, None, :]
         matrices = []
-        for p in positions[:, 0]:
+        for p in first:
             out = np.asarray(self.module(basis, offset=int(p)), dtype=np.float64)
             matrices.append(out[0, :, 0, :].T)  # column j: where e_j goes
-        matrix = np.stack(matrices)
-        check_finite(matrix.reshape(len(matrices), -1), f"{self.description}'s rotation")
-        notes = ("an MLX rope module takes one position per token: compared on text rows",)
-        return _read_rotation(matrix, positions, "float32", notes if layer.multi_axis else ())
+        matrix = np.stack(matrices)[rows.reshape(-1)]
+        check_finite(matrix.reshape(len(matrix), -1), f"{self.description}'s rotation")
+        notes: tuple[str, ...] = ()
+        if layer.multi_axis:
+            notes = (
+                f"{self.description} is called as module(x, offset=p): one position per token, "
+                f"so a row of several coordinates (an image patch) gets its {layer.axes[0]} "
+                "coordinate for every pair",
+            )
+        return _read_rotation(matrix, positions, "float32", notes)
+
+    def _ids(self, layer: RopeLayer, positions: _F64) -> Any:
+        """int32 position ids as MLX stacks pass them: ``(n_axes, 1, P)``, or ``(1, P)``."""
+        import mlx.core as mx
+
+        ids = positions.T[:, None, :] if layer.multi_axis else positions[:, :1].T
+        return mx.array(ids.astype(np.int32))
+
+    def _applied(self, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        """``module.apply_rotary(q, k, position_ids) -> (q, k)``, q and k ``(1, heads, P,
+        head_dim)``: probed with one basis vector per head at every row, so the pairs and
+        the direction of rotation are measured."""
+        import mlx.core as mx
+
+        dim = layer.head_dim
+        rows = positions.shape[0]
+        if rows * dim * dim > MAX_PROBE_ELEMENTS:
+            rows = max(1, MAX_PROBE_ELEMENTS // (dim * dim))
+            positions = positions[:rows]
+        basis = mx.broadcast_to(mx.eye(dim)[None, :, None, :], (1, dim, rows, dim))
+        result = self.module.apply_rotary(basis, basis, self._ids(layer, positions))
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            raise TypeError(
+                f"{self.description}.apply_rotary(q, k, position_ids) must return (q, k), got "
+                f"{type(result).__name__}"
+            )
+        out = np.asarray(result[0].astype(mx.float32), dtype=np.float64)
+        if out.shape != (1, dim, rows, dim):
+            raise ValueError(
+                f"{self.description}.apply_rotary returned q of shape {out.shape}, expected "
+                f"{(1, dim, rows, dim)} (batch, heads, positions, head_dim) like its input"
+            )
+        matrix = np.transpose(out[0], (1, 2, 0))  # (P, D, D): column j is where e_j goes
+        check_finite(matrix.reshape(rows, -1), f"{self.description}'s rotation")
+        return _read_rotation(matrix, positions, "float32", ())
+
+    def _position_ids_tables(self, layer: RopeLayer, positions: _F64) -> SubjectTables:
+        import mlx.core as mx
+
+        rows = positions.shape[0]
+        x = mx.zeros((1, 1, rows, layer.rotary_dim), dtype=mx.float32)
+        result = self.module(x, self._ids(layer, positions))
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            raise TypeError(
+                f"{self.description}(x, position_ids) must return (cos, sin), got "
+                f"{type(result).__name__}"
+            )
+        dtype = str(getattr(result[0], "dtype", "float32")).rsplit(".", 1)[-1]
+        tables = []
+        for name, value in zip(("cos", "sin"), result, strict=True):
+            what = f"the returned {name}"
+            array = np.asarray(value.astype(mx.float32) if hasattr(value, "astype") else value)
+            table = as_table(to_numpy(array, what), what, rows)
+            check_finite(table, what, positions)
+            tables.append(table)
+        cos, sin = tables
+        if cos.shape != sin.shape:
+            raise ValueError(
+                f"{self.description} returned cos {cos.shape} and sin {sin.shape}: the shapes "
+                "must agree"
+            )
+        return SubjectTables(positions, cos, sin, dtype)
+
+
+@dataclass
+class MlxModelSubject:
+    """An mlx-lm model (``model.layers``, each with its attention's ``rope``): every layer's
+    rope module audited as :class:`MlxRopeSubject`; None for a layer without one (a linear
+    attention layer, a layer whose attention has no rope)."""
+
+    ropes: list[Any]
+    description: str
+    kind: str = "mlx"
+    fixed_positions: bool = False
+    recipe: str = F32_RECIPE + " (MLX)"
+    per_layer: bool = True
+    layer_count: int | None = None
+
+    def __post_init__(self) -> None:
+        self.layer_count = len(self.ropes)
+
+    def tables(self, index: int | None, layer: RopeLayer, positions: _F64) -> SubjectTables | None:
+        if index is None or index >= len(self.ropes):
+            return None
+        rope = self.ropes[index]
+        if rope is None:
+            return None
+        name = f"{self.description}.layers[{index}] {type(rope).__name__}"
+        return MlxRopeSubject(rope, name).tables(index, layer, positions)
+
+
+#: Where an mlx-lm decoder layer keeps its attention, and the attention its rope module.
+_ATTENTION_NAMES = ("self_attn", "attention", "attn", "mixer")
+_ROPE_NAMES = ("rope", "rotary_emb")
+
+
+def mlx_model_subject(model: Any, description: str) -> MlxModelSubject | None:
+    """The subject of an mlx-lm model: its layers' rope modules; None when ``model`` has no
+    ``layers`` holding one."""
+    try:
+        layers = model.layers
+    except (AttributeError, KeyError, TypeError):
+        return None
+    if not isinstance(layers, list | tuple) or not layers:
+        return None
+    ropes: list[Any] = []
+    for each in layers:
+        found = None
+        for attention in (_child(each, n) for n in _ATTENTION_NAMES):
+            for rope in (_child(attention, n) for n in _ROPE_NAMES):
+                if found is None and rope is not None and callable(rope):
+                    found = rope
+        ropes.append(found)
+    if all(r is None for r in ropes):
+        return None
+    return MlxModelSubject(ropes, description)
+
+
+def _child(module: Any, name: str) -> Any:
+    if module is None:
+        return None
+    try:
+        return getattr(module, name, None)
+    except (KeyError, TypeError):
+        return None
+
+
+def is_mlx_module(value: Any) -> bool:
+    """True for an ``mlx.nn.Module`` (any subclass: mlx-lm's, mlx-vlm's, a user's), without
+    importing MLX when it is not loaded."""
+    nn = sys.modules.get("mlx.nn")
+    if nn is not None and isinstance(value, nn.Module):
+        return True
+    return type(value).__module__.startswith(("mlx.", "mlx_lm.", "mlx_vlm."))
+
+
+def _method(module: Any, name: str) -> Any:
+    """``module.name`` when it is a method of the module's class (an MLX module is a dict:
+    its arrays and children are not methods)."""
+    return getattr(module, name) if callable(getattr(type(module), name, None)) else None
+
+
+def _takes(module: Any, name: str) -> bool:
+    """True when ``module.__call__`` has a parameter ``name``."""
+    try:
+        return name in inspect.signature(module.__call__).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -530,8 +703,9 @@ def model_subject(model: Any, description: str) -> FormSubject | None:
 def object_subject(value: Any, description: str) -> Subject | None:
     """The subject of a Python object: a ``cos_sin_cache`` or ``inv_freq`` attribute (vLLM's
     and SGLang's rotary objects, Hugging Face's rotary modules), a callable; None otherwise."""
-    if type(value).__module__.startswith(("mlx.", "mlx_lm.")) and callable(value):
-        return MlxRopeSubject(value, description)
+    if is_mlx_module(value) and callable(value):
+        model = mlx_model_subject(value, description)
+        return model if model is not None else MlxRopeSubject(value, description)
     if hasattr(value, "named_modules") and hasattr(value, "config"):  # a transformers model
         return model_subject(value, description)
     cache = getattr(value, "cos_sin_cache", None)
