@@ -274,11 +274,11 @@ def _shape_hypotheses(
                     replace(layer, order=flipped, interleaved_sections=flipped == "interleaved")
                 ),
             )
-        for mine, other in itertools.permutations(range(len(layer.axes)), 2):
+        for mine, read in itertools.permutations(range(len(layer.axes)), 2):
             yield (
-                f"the {layer.axes[mine]} pairs turn with the {layer.axes[other]} coordinate "
+                f"the {layer.axes[mine]} pairs turn with the {layer.axes[read]} coordinate "
                 "(one axis's position ids read for another's)",
-                _with_omega(_moved(mine, other)),
+                _with_omega(_moved(mine, read)),
             )
 
 
