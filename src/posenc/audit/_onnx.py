@@ -29,6 +29,7 @@ so; a position input ``(n_axes, batch, length)`` is fed every coordinate.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,12 +139,15 @@ class _Graph:
         for name in sorted(needed):
             if name in graph_inputs:
                 inputs.append(self._input(name))
+                if name not in self.positions:
+                    _dummy(inputs[-1], 1, self.path, check_only=True)
             elif name in self.tensors and any(t.name == name for t in self.model.graph.initializer):
                 tensor = self.tensors[name]
                 total += math.prod(tensor.dims) * _ITEM.get(tensor.data_type, 8)
-                if total > self.budget:
+                if total + self.path.stat().st_size > self.budget:
                     raise FileError(
-                        f"{self.path}: the initializers the rotary part reads exceed --max-bytes"
+                        f"{self.path}: the initializers the rotary part reads exceed "
+                        "--max-bytes (with the file itself)"
                     )
                 inits.append(self._loaded(tensor))
         dtypes = _output_dtypes(self.model, outputs)
@@ -158,8 +162,12 @@ class _Graph:
             for o, c in zip(outputs, casts, strict=True)
         ]
         graph = helper.make_graph(nodes + casts, "rotary", inputs, outs, inits)
-        sub = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-        sub.ir_version = self.model.ir_version
+        opsets = list(self.model.opset_import)
+        sub = helper.make_model(graph, opset_imports=opsets)
+        # The IR version its opsets need (at least 10): onnx writes newer ones than onnxruntime
+        # reads, and the part evaluated uses nothing of theirs.
+        needed = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+        sub.ir_version = min(self.model.ir_version, max(needed, 10))
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -210,7 +218,8 @@ class _Graph:
     ) -> tuple[list[npt.NDArray[Any]], dict[str, str], list[str]]:
         """``outputs`` evaluated with ``positions`` ``(P, n_axes)`` as one sequence; their
         dtypes; notes on how the positions were fed."""
-        session, names, dtypes = self._session(outputs)
+        unique = tuple(dict.fromkeys(outputs))  # a node may read one tensor twice
+        session, names, dtypes = self._session(unique)
         tokens = positions.shape[0]
         if tokens > MAX_TOKENS:
             raise ValueError(f"{tokens} positions at once: at most {MAX_TOKENS} are evaluated")
@@ -229,12 +238,16 @@ class _Graph:
             raise FileError(
                 f"{self.path}: evaluating the rotary part failed ({_first_line(exc)})"
             ) from None
-        return values, dtypes, notes
+        return [values[unique.index(o)] for o in outputs], dtypes, notes
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
+    """The first line of an error, without onnxruntime's source location and signature."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"^\S+\.(cc|h):\d+ .*?\) (?=\S)", "", text)
+    return text[:300]
 
 
 def _reads(node: Any) -> list[str]:
@@ -296,13 +309,17 @@ def _position_feed(info: Any, positions: _F64, path: Path) -> tuple[Any, str]:
     return np.ascontiguousarray(values, dtype=dtype), note
 
 
-def _dummy(info: Any, tokens: int, path: Path) -> Any:
+def _dummy(info: Any, tokens: int, path: Path, check_only: bool = False) -> Any:
+    """Zeros (ones for a mask) for an input the rotary part reads: its fixed sizes, ``tokens``
+    for a named size, 1 for an unnamed one; refused past :data:`MAX_DUMMY_ELEMENTS`."""
     dims = [d if isinstance(d, int) and d > 0 else (tokens if d else 1) for d in _dims(info)]
     if math.prod(dims) > MAX_DUMMY_ELEMENTS:
         raise FileError(
             f"{path}: the input {info.name!r} the rotary part reads has shape {tuple(dims)}, "
             "too large to feed"
         )
+    if check_only:
+        return None
     dtype = _NUMPY.get(info.type.tensor_type.elem_type)
     if dtype is None:
         raise FileError(f"{path}: the input {info.name!r} has a type the audit cannot feed")
