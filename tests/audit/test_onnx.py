@@ -216,7 +216,7 @@ def test_caches_a_fused_node_reads_computed_in_the_graph(tmp_path: Path) -> None
             helper.make_node("Mul", ["s", "scaling"], ["sin_cache"]),
             helper.make_node(
                 "RotaryEmbedding",
-                ["x", "position_ids", "cos_cache", sin],
+                ["x", "ids", "cos_cache", sin],  # positions by any name
                 ["y"],
                 domain="com.microsoft",
                 interleaved=interleaved,
@@ -224,7 +224,7 @@ def test_caches_a_fused_node_reads_computed_in_the_graph(tmp_path: Path) -> None
             ),
         ]
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 128])
-        ids = helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, 8])
+        ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 128])
         opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
         graph = helper.make_graph(nodes, "g", [x, ids], [y], inits)

@@ -537,6 +537,7 @@ def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache | _Computed], int
         raise FileError(f"{path} is not a readable ONNX model ({type(exc).__name__})") from None
     tensors = _tensors(model)
     graph = _Graph(model, path, max_bytes, tensors, _position_inputs(model))
+    graph_inputs = {i.name for i in model.graph.input}
     parts: dict[tuple[str, str, str, int], _Cache | _Computed] = {}
     fused = 0
     for node in model.graph.node:
@@ -563,6 +564,8 @@ def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache | _Computed], int
                 )
             parts[key] = _Cache(cos, sin, dtype, pairs, (node.name,), node.op_type)
         else:
+            if positions in graph_inputs and positions not in graph.positions:
+                graph.positions += (positions,)  # whatever its name, the node reads positions
             parts[key] = _Computed(graph, cos_name, sin_name, pairs, (node.name,), node.op_type,
                                    positions)  # fmt: skip
     if not parts:
