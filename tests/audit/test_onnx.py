@@ -258,3 +258,49 @@ def test_a_computed_part_is_bounded_before_it_is_evaluated(tmp_path: Path) -> No
         ValueError, match=r"the input 'big' .* has shape \(1048576, 1048576\), too large"
     ):
         audit(QWEN25_YARN, huge)
+
+
+def sections_chosen_after_cos(path: Path, axes: list[int]) -> Path:
+    """Qwen2-VL as transformers computes it: each axis's full table ``(3, 1, length, 64)``,
+    then block ``i`` of the channels (sections [8, 12, 12], twice) taken from axis ``axes[i]``."""
+    matrix, _ = frequencies(QWEN2_VL)
+    inits = [numpy_helper.from_array(matrix.sum(0), "inv_freq"),
+             numpy_helper.from_array(np.array([-1], np.int64), "last"),
+             numpy_helper.from_array(np.array([8, 12, 12] * 2, np.int64), "sizes")]  # fmt: skip
+    parts = [f"part{i}" for i in range(6)]
+    nodes = [
+        helper.make_node("Cast", ["position_ids"], ["p"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["p", "last"], ["p1"]),
+        helper.make_node("Mul", ["p1", "inv_freq"], ["freqs"]),
+        helper.make_node("Concat", ["freqs", "freqs"], ["emb"], axis=-1),
+        helper.make_node("Cos", ["emb"], ["cos"]),
+        helper.make_node("Sin", ["emb"], ["sin"]),
+    ]
+    for table in ("cos", "sin"):
+        nodes.append(helper.make_node("Split", [table, "sizes"], [f"{table}_{p}" for p in parts],
+                                      axis=-1))  # fmt: skip
+        for i, axis in enumerate(axes):
+            index = numpy_helper.from_array(np.array(axis, np.int64), f"{table}_axis{i}")
+            inits.append(index)
+            nodes.append(helper.make_node("Gather", [f"{table}_part{i}", index.name],
+                                          [f"{table}_chosen{i}"], axis=0))  # fmt: skip
+        chosen = [f"{table}_chosen{i}" for i in range(6)]
+        nodes += [helper.make_node("Concat", chosen, [f"{table}_t"], axis=-1),
+                  helper.make_node("Mul", ["x", f"{table}_t"], [f"x_{table}"])]  # fmt: skip
+    nodes.append(helper.make_node("Add", ["x_cos", "x_sin"], ["y"]))
+    ids = helper.make_tensor_value_info("position_ids", TensorProto.INT64, [3, 1, "length"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "length", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "length", 64])
+    graph = helper.make_graph(nodes, "g", [x, ids], [y], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def test_mrope_sections_chosen_after_cos_are_followed(tmp_path: Path) -> None:
+    report = audit(QWEN2_VL, sections_chosen_after_cos(tmp_path / "vl.onnx", [0, 1, 2] * 2))
+    assert report.passed, str(report)
+    assert "(cos_t, sin_t)" in str(report)  # the tables the rotation multiplies by
+    temporal = sections_chosen_after_cos(tmp_path / "t.onnx", [0] * 6)
+    assert cause(audit(QWEN2_VL, temporal)) == (
+        "sections [8, 12, 12] ignored: every pair turns with the temporal coordinate"
+    )

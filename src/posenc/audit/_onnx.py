@@ -14,7 +14,9 @@ size is checked). The rotary part is, in this order:
 - without such nodes, 2-D initializers named ``...cos...`` with a ``...sin...`` twin;
 - without those, ``Cos`` and ``Sin`` nodes of one angle tensor that depends on a position
   input (an integer graph input whose name holds ``position``: ``position_ids``), followed
-  through a ``Mul`` by a constant scalar (the attention factor) and ``Cast`` nodes: the tables a
+  forward through ops that move values (``Split``, ``Gather``, ``Concat``, ``Unsqueeze``,
+  ``Cast``, ...: M-RoPE's choice of a section from each axis's table) and ``Mul`` by a constant
+  (the attention factor) to the tensor a ``Mul`` by the queries or keys reads: the tables a
   ``torch.onnx.export`` of a transformers model computes.
 
 Whatever is computed in the graph is evaluated with ``onnxruntime`` on the part of the graph
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,16 +506,28 @@ def _computed_tables(model: Any, graph: _Graph) -> list[_Computed]:
     return found
 
 
+#: Ops that move a table's values without computing new ones.
+_MOVES = frozenset({"Cast", "Concat", "Expand", "Gather", "Identity", "Reshape", "Slice",
+                    "Split", "Squeeze", "Transpose", "Unsqueeze"})  # fmt: skip
+
+
 def _follow(name: str, consumers: dict[str, list[Any]], tensors: dict[str, Any]) -> str:
-    """The table after a ``Mul`` by a constant scalar (the attention factor) and ``Cast``s."""
-    while len(consumers.get(name, [])) == 1:
-        node = consumers[name][0]
-        other = [i for i in node.input if i != name]
-        scalar = len(other) == 1 and other[0] in tensors and math.prod(tensors[other[0]].dims) == 1
-        if node.op_type == "Cast" or (node.op_type == "Mul" and scalar):
-            name = node.output[0]
-        else:
-            break
+    """The table the rotation multiplies by: from a ``Cos``/``Sin`` output forward through ops
+    that move values (M-RoPE's choice of a section of each axis's table included) and ``Mul``
+    by a constant (the attention factor), the first tensor a ``Mul`` by a computed tensor (the
+    queries or keys) reads; the output itself when no such ``Mul`` is reached."""
+    queue, seen = deque([name]), {name}
+    while queue:
+        current = queue.popleft()
+        for node in consumers.get(current, []):
+            constant = all(i in tensors for i in node.input if i and i != current)
+            if node.op_type == "Mul" and not constant:
+                return current
+            if node.op_type in _MOVES or (node.op_type == "Mul" and constant):
+                for out in node.output:
+                    if out and out not in seen:
+                        seen.add(out)
+                        queue.append(out)
     return name
 
 
