@@ -515,7 +515,8 @@ def _follow(name: str, consumers: dict[str, list[Any]], tensors: dict[str, Any])
     """The table the rotation multiplies by: from a ``Cos``/``Sin`` output forward through ops
     that move values (M-RoPE's choice of a section of each axis's table included) and ``Mul``
     by a constant (the attention factor), the first tensor a ``Mul`` by a computed tensor (the
-    queries or keys) reads; the output itself when no such ``Mul`` is reached."""
+    queries or keys) reads. When no such ``Mul`` is reached: the output after a ``Mul`` by a
+    constant scalar and ``Cast``s, each its only reader."""
     queue, seen = deque([name]), {name}
     while queue:
         current = queue.popleft()
@@ -528,6 +529,13 @@ def _follow(name: str, consumers: dict[str, list[Any]], tensors: dict[str, Any])
                     if out and out not in seen:
                         seen.add(out)
                         queue.append(out)
+    while len(consumers.get(name, [])) == 1:
+        node = consumers[name][0]
+        other = [i for i in node.input if i != name]
+        scalar = len(other) == 1 and other[0] in tensors and math.prod(tensors[other[0]].dims) == 1
+        if node.op_type != "Cast" and not (node.op_type == "Mul" and scalar):
+            break
+        name = node.output[0]
     return name
 
 
