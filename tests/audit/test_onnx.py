@@ -304,3 +304,30 @@ def test_mrope_sections_chosen_after_cos_are_followed(tmp_path: Path) -> None:
     assert cause(audit(QWEN2_VL, temporal)) == (
         "sections [8, 12, 12] ignored: every pair turns with the temporal coordinate"
     )
+
+
+def test_an_evaluation_that_runs_too_long_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from posenc.audit import _onnx
+
+    monkeypatch.setattr(_onnx, "MAX_SECONDS", 0.3)
+    path = computed(tmp_path / "loop.onnx", QWEN25_YARN)
+    model = onnx.load(str(path))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Identity", ["v"], ["v_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model.graph.initializer.append(numpy_helper.from_array(np.array(2**62), "trips"))
+    loop = helper.make_node("Loop", ["trips", "", "p"], ["p_looped"], body=body)
+    model.graph.node.insert(1, loop)  # the positions go round 2**62 times first
+    model.graph.node[2].input[0] = "p_looped"
+    onnx.save(model, str(path))
+    with pytest.raises(ValueError, match=r"evaluating the rotary part took more than 0.3 s"):
+        audit(QWEN25_YARN, path)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ _ITEM = {1: 4, 2: 1, 3: 1, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 1
 MAX_DUMMY_ELEMENTS = 2**24
 #: The most rows (tokens) one evaluation feeds.
 MAX_TOKENS = 2**14
+#: The longest one evaluation may run (seconds); onnxruntime stops it then.
+MAX_SECONDS = 60.0
 
 
 def _names(nodes: list[Any]) -> str:
@@ -153,11 +156,14 @@ class _Graph:
                         "--max-bytes (with the file itself)"
                     )
                 inits.append(self._loaded(tensor))
-        dtypes = _output_dtypes(self.model, outputs)
+        opsets = list(self.model.opset_import)
+        part = helper.make_model(helper.make_graph(nodes, "rotary", inputs, [], inits),
+                                 opset_imports=opsets)  # fmt: skip
+        dtypes = _output_dtypes(part, self.model, outputs)
         casts, named = [], {}
         for out in outputs:
             kind = dtypes.get(out, 1)
-            to = TensorProto.INT64 if kind in (6, 7, 12, 13) else TensorProto.DOUBLE
+            to = {6: 7, 7: 7, 12: 7, 13: 7, 11: 11}.get(kind, TensorProto.FLOAT)
             named[out] = _DTYPES.get(kind, "float32")
             casts.append(helper.make_node("Cast", [out], [f"{out}__posenc"], to=to))
         outs = [
@@ -165,7 +171,6 @@ class _Graph:
             for o, c in zip(outputs, casts, strict=True)
         ]
         graph = helper.make_graph(nodes + casts, "rotary", inputs, outs, inits)
-        opsets = list(self.model.opset_import)
         sub = helper.make_model(graph, opset_imports=opsets)
         # The IR version its opsets need (at least 10): onnx writes newer ones than onnxruntime
         # reads, and the part evaluated uses nothing of theirs.
@@ -235,12 +240,21 @@ class _Graph:
                     notes.append(note)
             else:
                 feeds[name] = _dummy(info, tokens, self.path)
+        options = _onnxruntime().RunOptions()
+        timer = threading.Timer(MAX_SECONDS, setattr, (options, "terminate", True))
+        timer.start()
         try:
-            values = session.run(None, feeds)
+            values = session.run(None, feeds, options)
         except Exception as exc:  # onnxruntime raises its own kinds
+            if options.terminate:
+                raise FileError(
+                    f"{self.path}: evaluating the rotary part took more than {MAX_SECONDS:g} s"
+                ) from None
             raise FileError(
                 f"{self.path}: evaluating the rotary part failed ({_first_line(exc)})"
             ) from None
+        finally:
+            timer.cancel()
         return [values[unique.index(o)] for o in outputs], dtypes, notes
 
 
@@ -265,18 +279,20 @@ def _reads(node: Any) -> list[str]:
     return names
 
 
-def _output_dtypes(model: Any, outputs: tuple[str, ...]) -> dict[str, int]:
-    """The element types of ``outputs`` (shape inference; float32 where it cannot tell)."""
+def _output_dtypes(part: Any, model: Any, outputs: tuple[str, ...]) -> dict[str, int]:
+    """The element types of ``outputs``: shape inference on the ``part`` of ``model`` that
+    computes them, the model's own value infos and ``Cast`` nodes; float32 where none tells."""
     import onnx
 
-    found = {}
+    found: dict[str, int] = {}
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(part)
     except Exception:  # custom domains, unknown ops
-        inferred = model
-    for info in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
+        inferred = part
+    infos = [*inferred.graph.value_info, *model.graph.value_info, *model.graph.input]
+    for info in infos:
         if info.name in outputs and info.type.tensor_type.elem_type:
-            found[info.name] = info.type.tensor_type.elem_type
+            found.setdefault(info.name, info.type.tensor_type.elem_type)
     for node in model.graph.node:
         if node.op_type == "Cast":
             for attr in node.attribute:
