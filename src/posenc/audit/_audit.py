@@ -331,8 +331,9 @@ def audit(
             - a ``.gguf`` file (the RoPE llama.cpp builds from its metadata and rope tensors;
               for a vision projector, an mmproj file, the RoPE of the vision tower, audited
               against the plan of the config's ``vision_config``);
-            - a ``.onnx`` file (its ``RotaryEmbedding`` nodes' caches and pair layout, or bare
-              cos/sin cache initializers);
+            - a ``.onnx`` file (its ``RotaryEmbedding`` nodes' caches and pair layout, bare
+              cos/sin cache initializers, or the cos/sin the graph computes from a position
+              input, evaluated with onnxruntime at the probe positions);
             - an array file (``.npy``, ``.npz``, ``.safetensors``, ``.pt``) or a dict of arrays
               named ``cos`` and ``sin`` (with ``position_ids``), ``cos_sin_cache`` or
               ``inv_freq`` (``key`` names others: ``"cos=my_cos"``, or a name whose role its

@@ -10,7 +10,10 @@ REFERENCE is a Hugging Face ``config.json`` (or a model directory holding one); 
   (an mmproj file) the 2-D RoPE llama.cpp's clip.cpp runs for the vision tower, against the
   config's ``vision_config``;
 - a ``.onnx`` file: the ``cos_cache``/``sin_cache`` and ``interleaved`` attribute of its
-  ``RotaryEmbedding`` nodes (ONNX's and onnxruntime's), or bare cache initializers;
+  ``RotaryEmbedding`` nodes (ONNX's and onnxruntime's) and ``GroupQueryAttention`` nodes with
+  ``do_rotary``, bare cache initializers, or the cos/sin it computes from ``position_ids``
+  (what ``torch.onnx.export`` writes): what the graph computes is evaluated with onnxruntime
+  at the probe positions;
 - arrays dumped from anywhere (``.npy``, ``.npz``, ``.safetensors``, ``.pt``): ``cos`` and
   ``sin`` (with ``position_ids``), a ``cos_sin_cache`` (vLLM, SGLang: the cosines of each row's
   pairs, then their sines) or an ``inv_freq`` (names ending in ``.inv_freq`` too); ``--key
