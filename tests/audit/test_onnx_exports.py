@@ -1,8 +1,11 @@
 """ONNX models exported by the real tools: a tiny transformers Llama 3.1 exported with
-``torch.onnx.export`` (its cos/sin computed in the graph from ``position_ids``), the same model
-with its ``inv_freq`` buffer cast to bfloat16 before export, and transformers' own exporter
-with onnxruntime's CPU fusions (the rotation fused into ``GroupQueryAttention``, its caches
-computed in the graph, one row per token). Each export runs once per module."""
+``torch.onnx.export`` (its cos/sin computed in the graph from ``position_ids``) and with
+transformers' own exporter with onnxruntime's CPU fusions (the rotation fused into
+``GroupQueryAttention``, its caches computed in the graph, one row per token). Each export runs
+once per module (seconds each); the broken artifacts are those exports with the exported
+``inv_freq`` initializer changed as a stack changes it: rounded to bfloat16 (what a buffer cast
+to bfloat16 before export carries) and written with another base (a config's ``rope_theta``
+misread)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from posenc.analysis._rounding import _round_bfloat16
 from posenc.audit import audit
 from posenc.cli import main
 from tests.configs import LLAMA3_ROPE_PARAMETERS
@@ -67,13 +72,28 @@ def exported(folder: Path) -> Path:
     return torch_export(llama(), folder / "torch" / "model.onnx")
 
 
+def with_inv_freq(source: Path, target: Path, change: Any) -> Path:
+    """A copy of an exported model (and its config) with the ``inv_freq`` initializer changed."""
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source))
+    (tensor,) = [t for t in model.graph.initializer if t.name.endswith("rotary_emb.inv_freq")]
+    values = numpy_helper.to_array(tensor)
+    tensor.CopyFrom(numpy_helper.from_array(change(values).astype(values.dtype), tensor.name))
+    target.mkdir()
+    onnx.save(model, str(target / "model.onnx"))
+    (target / "config.json").write_text((source.parent / "config.json").read_text())
+    return target / "model.onnx"
+
+
+def plain_frequencies(values: Any) -> Any:
+    """Llama's frequencies at base 10000, without the llama3 factors."""
+    return 10000.0 ** (-np.arange(0, 2 * values.size, 2) / (2 * values.size))
+
+
 @pytest.fixture(scope="module")
-def bfloat16_inv_freq(folder: Path) -> Path:
-    model = llama()
-    rotary = model.model.rotary_emb
-    rotary.inv_freq = rotary.inv_freq.to(torch.bfloat16)  # what model.to(torch.bfloat16) casts
-    (folder / "bf16").mkdir()
-    return torch_export(model, folder / "bf16" / "model.onnx")
+def bfloat16_inv_freq(exported: Path, folder: Path) -> Path:
+    return with_inv_freq(exported, folder / "bf16", _round_bfloat16)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +119,7 @@ def test_a_llama_exported_with_torch_passes(exported: Path) -> None:
     assert "cos/sin computed in the graph from the position input" in str(report)
 
 
-def test_an_inv_freq_cast_to_bfloat16_before_export_is_named(bfloat16_inv_freq: Path) -> None:
+def test_an_inv_freq_rounded_to_bfloat16_in_the_export_is_named(bfloat16_inv_freq: Path) -> None:
     report = audit(bfloat16_inv_freq.parent, bfloat16_inv_freq)
     assert not report.passed
     assert report.findings[0].cause == (
@@ -122,3 +142,13 @@ def test_transformers_exporter_fused_for_onnxruntime_passes(
     assert finding["status"] == "float32_angles"
     assert any("fused GroupQueryAttention nodes" in n and "computed in the graph" in n
                for n in report["notes"] + finding["notes"])  # fmt: skip
+
+
+def test_the_fused_export_with_another_base_is_named(fused: Path, folder: Path) -> None:
+    model = onnx.load(str(fused), load_external_data=False)
+    if not any(t.name.endswith("rotary_emb.inv_freq") for t in model.graph.initializer):
+        pytest.fail("transformers' fused export holds no rotary_emb.inv_freq initializer")
+    wrong = with_inv_freq(fused, folder / "fused-base", plain_frequencies)
+    report = audit(wrong.parent, wrong)
+    assert not report.passed
+    assert "base 10000 where the config says 500000" in report.findings[0].cause
