@@ -90,7 +90,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "full_attention": {"rope_type": "default", "rope_theta": 50000.0},
         },
     },
-    # HunYuan-VL checkpoints give their four position axes' sections (xdrope_section).
+    # HunYuan-VL checkpoints give their four position axes' sections (xdrope_section); its
+    # transformers class splits the doubled table by 2·sections (posenc._rope.xdrope).
     "HunYuanVLTextConfig": {
         "head_dim": 128,
         "rope_parameters": {"rope_type": "default", "xdrope_section": [16, 16, 16, 16]},
@@ -390,6 +391,8 @@ def _check_axes(
         return
     layout = _table_layout(outcome, class_name)
     problem = axes.compare_tables(layer, positions, cos, sin, layout)
+    if problem is not None and layout == "half":  # a departure the plan names
+        problem = axes.doubled_split(layer, positions, cos, sin) or problem
     if problem is None:
         fn = axes.rotation_function(layer, module, vision=layer.schedule != "shared")
         if fn is None:

@@ -103,6 +103,8 @@ class MultiAxisRotary(nn.Module):
         self.head_dim, self.rotary_dim, self.n_axes = spec.head_dim, spec.rotary_dim, spec.n_axes
         self.scaling = spec.scaling
         self.slot_order = tuple(range(self.n_axes))
+        #: the axes' names, in the order of position_ids (the plan's, from a config)
+        self.axis_names: tuple[str, ...] = tuple(f"axis {a}" for a in range(self.n_axes))
         # plain CPU float64, not a buffer: module casts must never touch them
         self._fixed = self._frequencies(None)
         self._omega = self._fixed.table.abs().amax(dim=0)
@@ -164,6 +166,7 @@ class MultiAxisRotary(nn.Module):
             pairs=pairs,
         )
         new.slot_order = tuple(slots)
+        new.axis_names = tuple(layer.axes)
         new._fixed = new._frequencies(None)
         return new
 
