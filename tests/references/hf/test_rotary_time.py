@@ -123,3 +123,35 @@ def test_swap_leaves_a_module_computing_in_bfloat16(config: object) -> None:
     assert not report.replaced
     assert "differs from posenc's rotary time embedding" in report.left[0].reason
     assert "bfloat16" in report.left[0].reason
+
+
+def test_a_swapped_model_gives_the_same_audio_features() -> None:
+    """The whole path: MusicFlamingo builds its timestamps (one sample of two windows), rotates
+    the encoder's output with the tables, and projects it; after the swap, the features agree
+    within the float32 rounding of the tables (their error times the features' size)."""
+    transformers.logging.set_verbosity_error()
+    config = transformers.MusicFlamingoConfig(
+        audio_config={
+            "model_type": "audioflamingo3_encoder", "hidden_size": 40, "num_attention_heads": 2,
+            "intermediate_size": 16, "num_hidden_layers": 1, "num_mel_bins": 8,
+            "max_source_positions": 100,
+        },
+        text_config={
+            "model_type": "qwen2", "hidden_size": 16, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "intermediate_size": 16, "num_hidden_layers": 1,
+            "vocab_size": 32,
+        },
+        audio_token_id=5,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = music.MusicFlamingoForConditionalGeneration(config).eval()
+    features, mask = torch.randn(2, 8, 200), torch.ones(2, 200, dtype=torch.long)
+    ids = torch.full((1, 104), 1)
+    ids[0, 2:102] = 5  # 100 audio tokens: 50 encoder frames per window
+    with torch.no_grad():
+        before = model.model.get_audio_features(features, mask, ids).pooler_output
+    report = swap_positions(model)
+    assert "model.pos_emb" in report.names, str(report)
+    with torch.no_grad():
+        after = model.model.get_audio_features(features, mask, ids).pooler_output
+    assert float((after - before).abs().max()) <= 1e-6 * float(before.abs().max())

@@ -119,8 +119,9 @@ NO_POSITIONS = {
     "at frequencies from keys of its atom config (num_spatial_rope_pairs_per_axis, "
     "spatial_rope_base_frequency, num_uid_rope_pairs, uid_rope_base_frequency) that no rope "
     "plan reads",
-    "MusicFlamingoRotaryEmbedding": ": its angles are products of audio timestamps (seconds) and "
-    "window or frame positions, not a coordinate times a frequency",
+    "MusicFlamingoRotaryEmbedding": ": its angles come from audio timestamps (seconds), which no "
+    "rope plan reads (posenc.timestamp_positions gives its real coordinates, and the swap's "
+    "TimestampRotary its tables: tests/references/hf/test_rotary_time.py)",
 }
 
 #: Models (directories, or rotary classes) whose rotary class returns the interleaved table

@@ -36,7 +36,7 @@ KNOWN_MISSING: dict[str, str] = {
     "nanochat": "'nanochat' (at config.rope_parameters) rotates by -θ",
     # angles from other inputs than position ids (the harness says which)
     "esmfold2": "3-D atom coordinates and a per-atom id",
-    "musicflamingo": "products of audio timestamps",
+    "musicflamingo": "audio timestamps (seconds), which no rope plan reads",
 }
 
 
