@@ -23,6 +23,9 @@ posenc's by up to 1.04 ulps (measured by this file's comparisons).
 
 from __future__ import annotations
 
+import copy
+import types
+
 import numpy as np
 import pytest
 
@@ -269,6 +272,57 @@ class _HunYuanVLOwnSplit(hunyuan_vl.HunYuanVLRotaryEmbedding):
         n = len(self.mrope_section)
         blocks = doubled.split(list(self.mrope_section) * 2, dim=-1)
         return torch.cat([block[i % n] for i, block in enumerate(blocks)], dim=-1)
+
+
+def _own_split(module: torch.nn.Module) -> None:
+    """Give one HunYuan-VL rotary module the model's own split (HunYuan-VL's code)."""
+    module.recomposition_frequencies = types.MethodType(
+        _HunYuanVLOwnSplit.recomposition_frequencies, module
+    )
+
+
+def test_a_hunyuan_vl_model_with_an_image() -> None:
+    """A tiny HunYuan-VL (vision tower and language model): the two splits give the same logits
+    on text and different ones where an image is (0.06 here); the swap leaves transformers'
+    module, and replaces the model's own split with posenc's tables, logits equal within 32
+    float32 ulps of their largest magnitude (the model tests' bound, test_swap_multi_axis.py)."""
+    text = {
+        "model_type": "hunyuan_vl_text", "vocab_size": 128, "hidden_size": 64,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16,
+        "rope_parameters": {"rope_type": "xdrope", "alpha": 1000.0, "factor": 1.0,
+                            "rope_theta": 1e4, "xdrope_section": [2, 2, 2, 2]},
+    }  # fmt: skip
+    vision = {
+        "hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "patch_size": 4, "spatial_merge_size": 2,
+        "max_image_size": 64, "out_hidden_size": 64, "text_hidden_size": 64,
+    }  # fmt: skip
+    config = transformers.HunYuanVLConfig(
+        text_config=text, vision_config=vision, image_token_id=120, im_start_id=121,
+        im_end_id=122, im_newline_id=123,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    theirs = hunyuan_vl.HunYuanVLForConditionalGeneration(config).eval()
+    own = copy.deepcopy(theirs)
+    _own_split(own.model.language_model.rotary_emb)
+    # an image of 4 x 8 patches: 2 x 4 merged, a row end each, begin and end: 12 tokens
+    ids = torch.tensor([[1, 2, 3] + [120] * 12 + [4, 5, 6]])
+    image = {
+        "pixel_values": torch.randn(32, 48), "image_grid_thw": torch.tensor([[1, 4, 8]]),
+        "mm_token_type_ids": (ids == 120).int(),
+    }  # fmt: skip
+    with torch.no_grad():
+        logits = {n: m(input_ids=ids, **image).logits for n, m in (("t", theirs), ("o", own))}
+        words = [m(input_ids=ids[:, :3]).logits for m in (theirs, own)]
+    assert torch.equal(*words)
+    assert float((logits["t"] - logits["o"]).abs().max()) > 1e-2
+    assert DOUBLED_SPLIT in str(swap_positions(theirs))
+    report = swap_positions(own)
+    assert "model.language_model.rotary_emb" in report.names, str(report)
+    with torch.no_grad():
+        after = own(input_ids=ids, **image).logits
+    assert_close_ulp(after, logits["o"], ulps=32, dtype=np.float32, what="logits")
 
 
 def test_hunyuan_vl_module_is_left_naming_the_axes_its_pairs_mix() -> None:
