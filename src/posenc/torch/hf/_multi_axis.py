@@ -59,6 +59,11 @@ class MultiAxisRotary(nn.Module):
             table is ``[θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]``) or ``"interleaved"`` (pairs
             ``2k, 2k+1``: ``[θ_0, θ_0, θ_1, θ_1, ...]``, as GLM-4V's text model).
 
+    Attributes:
+        axis_names: the axes' names in the order of ``position_ids`` (from a config: the
+            plan's ``axes``, e.g. ``("temporal", "height", "width")``; else ``"axis 0"``,
+            ...), which the swap's reasons use.
+
     Shapes (``forward``):
         - ``x``: any floating tensor; only its dtype and device are used.
         - ``position_ids``: integer ``(n_axes, b, s)`` (``(1, b, s)`` and ``(b, s)`` are
