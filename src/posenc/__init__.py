@@ -41,6 +41,7 @@ from ._positions.sequence import (
     positions_from_segments,
     positions_from_tokens,
 )
+from ._positions.timestamps import timestamp_positions
 from ._rope.multi_axis import (
     AxisOrder,
     AxisSchedule,
@@ -117,6 +118,7 @@ __all__ = [
     "sinusoidal_grid",
     "t5_bias",
     "t5_buckets",
+    "timestamp_positions",
     "timestep_embedding",
     "xpos_scales",
 ]

@@ -13,7 +13,7 @@ import posenc
 
 from .contract import DOUBTFUL, Args, choose, expect_array, run
 from .profile import fuzz
-from .values import HUGE, INT_DTYPES, WRONG_TYPES, count, flag
+from .values import HUGE, INT_DTYPES, WRONG_TYPES, count, flag, positive
 
 SEQ_SHAPES = st.sampled_from([(0,), (1,), (4,), (2, 3), (3, 5), (2, 0), (1, 2, 3)])
 
@@ -198,6 +198,36 @@ def test_compressed_positions(data: st.DataObject) -> None:
         assert expect_array(out, (len(want),), np.int64).tolist() == want
 
     run(a.call("posenc.compressed_positions", posenc.compressed_positions, check))
+
+
+TIMESTAMP_SHAPES = st.sampled_from([(1,), (3,), (2, 4), (3, 1), (2, 0), (1, 2, 3)])
+
+
+@fuzz(scale=0.5)
+@given(st.data())
+def test_timestamp_positions(data: st.DataObject) -> None:
+    a = Args(data)
+    valid = TIMESTAMP_SHAPES.flatmap(
+        lambda shape: hnp.arrays(np.float64, shape, elements=st.floats(0, 1e4))
+    ) | st.just([[0.0, 0.04, 0.08]])
+    hostile = st.sampled_from(
+        [1.0, None, "abc", [[np.nan]], [[np.inf, 0.0]], [[True]], np.array([1j]), [[1], [2, 3]]]
+    )
+    tau = a.draw("timestamps", choose(valid, hostile))
+    step = a.draw("frame_seconds", positive(1e-3, 10.0, extra=(0.04,), extreme=(5e-324, 1e300)))
+    scale = a.draw("max_positions", positive(1.0, 1e4, extra=(1200.0,), extreme=(1e-300,)))
+
+    def check(out):
+        t = np.asarray(tau, dtype=np.float64)
+        expect_array(out, (*t.shape, 2), np.float64)
+        if not t.size:
+            return
+        window = np.round(t[..., :1] / (float(step) * t.shape[-1])) / float(scale)
+        time = 2 * np.pi * np.arange(t.shape[-1]) / float(scale)
+        np.testing.assert_allclose(out[..., 0], -2 * np.pi * t * window, rtol=1e-12)
+        np.testing.assert_allclose(out[..., 1], -2 * np.pi * t * time, rtol=1e-12)
+
+    run(a.call("posenc.timestamp_positions", posenc.timestamp_positions, check))
 
 
 @fuzz(scale=0.25)

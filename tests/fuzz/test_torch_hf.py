@@ -20,7 +20,17 @@ from .frontends import expect_tensor, torch_dtype  # noqa: E402
 from .profile import fuzz  # noqa: E402
 from .reference import sinusoid_channels  # noqa: E402
 from .torch_values import DTYPES, NAMES, NOT_TENSORS, hostile_tensors  # noqa: E402
-from .values import BASES, HUGE, ROPE_BASES, count, flag, integers, name, scalings  # noqa: E402
+from .values import (  # noqa: E402
+    BASES,
+    HUGE,
+    ROPE_BASES,
+    count,
+    flag,
+    integers,
+    name,
+    positive,
+    scalings,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -407,3 +417,39 @@ def test_relative_sinusoid_positions(data: st.DataObject) -> None:
             check_rows(row, positions, channels, str(dtype).removeprefix("torch."))
 
     run(f.call("RelativeSinusoidPositions.forward", module, check))
+
+
+@fuzz(scale=0.5)
+@given(st.data())
+def test_timestamp_rotary(data: st.DataObject) -> None:
+    a = Args(data)
+    a.draw("rotary_dim", choose(st.sampled_from([2, 4, 8]), st.sampled_from([0, 3, "8", None])))
+    a.draw("base", positive(2.0, 1e4, extra=(1200.0,)))
+    step = a.draw("frame_seconds", positive(1e-3, 1.0, extra=(0.04,)))
+    scale = a.draw("max_positions", positive(1.0, 1e4, extra=(1200.0,)))
+    a.draw("dtype", DTYPES, optional=True)
+    module = a.build("hf.TimestampRotary", hf.TimestampRotary)
+    if module is None:
+        return
+    f = Args(data)
+    n, s = data.draw(st.integers(1, 3), label="N"), data.draw(st.integers(1, 5), label="S")
+    valid = st.lists(st.floats(0, 1e3), min_size=n * s, max_size=n * s).map(
+        lambda v: torch.tensor(v, dtype=torch.float32).reshape(n, s)
+    )
+    tau = f.draw("timestamps", choose(valid, hostile_tensors()))
+    f.set("seq_len", s)
+
+    def check(result):
+        t = tau.double()
+        window = torch.round(t[:, :1] / (float(step) * s)) / float(scale)
+        time = 2 * np.pi * torch.arange(s, dtype=torch.float64) / float(scale)
+        coords = torch.stack([-2 * np.pi * t * window, -2 * np.pi * t * time], dim=-1)
+        omega = module._omega
+        theta = torch.cat([coords[..., :1] * omega, coords[..., 1:] * omega], -1)
+        theta = theta.repeat_interleave(2, dim=-1)
+        for got, exact in zip(result, (theta.cos(), theta.sin()), strict=True):
+            expect_tensor(got, (n, s, 2 * module.rotary_dim), module.dtype)
+            ulp = float(torch.finfo(module.dtype).eps)
+            assert float((got.double() - exact).abs().max()) <= ulp + 1e-12 * theta.abs().max()
+
+    run(f.call("TimestampRotary.forward", module, check))

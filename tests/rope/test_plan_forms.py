@@ -4,7 +4,10 @@
   schedule), then time takes the last block; its pairs are neighbours (``2k, 2k+1``).
 - Gemma 4's vision tower: each axis rotates its own block of channels with its own
   ``rotate_half`` (``[x, x, y, y]``: pairs ``(i, i + head_dim/4)`` inside each half).
-- HunYuan-VL's XD-RoPE and NanoChat's rotation by −θ: refused by name.
+- HunYuan-VL's XD-RoPE: sectioned M-RoPE over (position, width, height, image_index), the
+  sections repeated over both halves of the doubled table as HunYuan-VL's own code does; the
+  note names the axes transformers' split by ``2·sections`` mixes.
+- NanoChat's rotation by −θ: refused by name.
 
 The expected tables here are built by hand from the recipes of the model code; the
 comparisons with the transformers modules themselves are in
@@ -14,6 +17,7 @@ comparisons with the transformers modules themselves are in
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -117,34 +121,65 @@ def test_gemma4_vision_through_its_composite_config() -> None:
     assert "pairs_per_axis=True" in repr(layer)
 
 
-@pytest.mark.parametrize(
-    ("config", "names"),
-    [
-        (
-            {
-                "model_type": "hunyuan_vl_text",
-                "head_dim": 128,
-                "rope_parameters": {"xdrope_section": [16, 16, 16, 16]},
-            },
-            r"'hunyuan_vl_text'.*XD-RoPE.*different axes",
-        ),
-        ({"model_type": "nanochat", "head_dim": 16, "rope_theta": 1e4}, r"'nanochat'.*by -θ"),
-        (
-            {
-                "model_type": "hunyuan_vl",
-                "text_config": {
-                    "model_type": "hunyuan_vl_text",
-                    "head_dim": 16,
-                    "rope_parameters": {"rope_theta": 1e4, "xdrope_section": [1, 1, 3, 3]},
-                },
-            },
-            r"'hunyuan_vl_text'.*XD-RoPE",
-        ),
-    ],
-)
-def test_forms_without_a_table_are_refused_by_name(config: dict, names: str) -> None:
-    with pytest.raises(ValueError, match=names):
-        rope_plan(config)
+def hunyuan_vl(sections: list[int], base: float = 1e4) -> dict:
+    """A HunYuan-VL config as its checkpoints write it (rope_type xdrope, NTK-alpha)."""
+    return {
+        "model_type": "hunyuan_vl",
+        "text_config": {
+            "model_type": "hunyuan_vl_text",
+            "head_dim": 2 * sum(sections),
+            "rope_scaling": {"type": "xdrope", "alpha": 8.0, "xdrope_section": sections},
+            "rope_theta": base,
+        },
+    }
+
+
+def xdrope_by_hand(positions: np.ndarray, sections: list[int], base: float) -> np.ndarray:
+    """HunYuan-VL's own recipe: per axis the doubled angles [pΩ, pΩ], split by the section
+    list repeated, block i taken from axis i mod n_axes (float64)."""
+    dim = 2 * sum(sections)
+    omega = base ** (-np.arange(0, dim, 2) / dim)
+    doubled = positions[..., :, None] * np.concatenate([omega, omega])  # (..., axes, dim)
+    bounds = np.cumsum([0, *(sections * 2)])
+    n = len(sections)
+    blocks = [doubled[..., i % n, a:b] for i, (a, b) in enumerate(itertools.pairwise(bounds))]
+    return np.concatenate(blocks, axis=-1)
+
+
+def test_hunyuan_vl_xdrope_is_sectioned_m_rope_over_its_axes() -> None:
+    sections = [1, 1, 3, 3]
+    layer = rope_plan(hunyuan_vl(sections)).layer()
+    assert (layer.rope_type, layer.order, layer.schedule, layer.pairs) == (
+        "ntk_alpha", "sectioned", "shared", "half",
+    )  # fmt: skip
+    assert layer.axes == ("position", "width", "height", "image_index")
+    assert layer.sections == (1, 1, 3, 3)
+    positions = np.array([[7, 7, 7, 7], [9, 0, 2, 1], [10, 1, 2, 1], [5000, 11, 40, 3]])
+    base = 1e4 * 8.0 ** (16 / 14)  # NTK-alpha: base · alpha^(dim/(dim-2))
+    theta = xdrope_by_hand(positions, sections, base)
+    cos, sin = layer.cos_sin(positions, dtype=np.float64)
+    assert_close_ulp(cos, np.cos(theta), ulps=4, scale=np.maximum(np.abs(theta), 1))
+    assert_close_ulp(sin, np.sin(theta), ulps=4, scale=np.maximum(np.abs(theta), 1))
+    note = layer.notes[-1]
+    assert "[2 * s for s in mrope_section]" in note
+    assert "pairs 0-1 turns with position and channel k + 8 with height" in note
+    assert "pairs 2-3: width and image_index; pairs 4-7: height and image_index" in note
+
+
+def test_hunyuan_vl_with_three_axes_and_without_sections() -> None:
+    three = rope_plan({"model_type": "hunyuan_vl_text", "head_dim": 12,
+                       "rope_parameters": {"mrope_section": [2, 2, 2]}}).layer()  # fmt: skip
+    assert three.axes == ("width", "height", "image_index")
+    plain = rope_plan({"model_type": "hunyuan_vl_text", "head_dim": 12, "rope_theta": 1e4}).layer()
+    assert plain.axes == ()  # no sections: 1-D RoPE
+    with pytest.raises(ValueError, match=r"xdrope_section must give at least 3 sections.*got 2"):
+        rope_plan({"model_type": "hunyuan_vl_text", "head_dim": 8,
+                   "rope_parameters": {"xdrope_section": [2, 2]}})  # fmt: skip
+
+
+def test_forms_without_a_table_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"'nanochat'.*by -θ"):
+        rope_plan({"model_type": "nanochat", "head_dim": 16, "rope_theta": 1e4})
 
 
 def test_a_layer_s_order_and_interleaved_sections_agree() -> None:

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._features import PairLayout
+from . import xdrope
 from .config_values import boolean, integers
 from .multi_axis import (
     AxisOrder,
@@ -272,7 +273,10 @@ def text_layout(
             f"axis takes the {first} pairs the others leave (of {n_pairs})"
         )
         sections = (first, *sections[1:])
-    names = _AXES.get(len(sections), tuple(f"axis{i}" for i in range(len(sections))))
+    if model_type == "hunyuan_vl_text":  # XD-RoPE: sequence, width, height, image index
+        names = xdrope.axis_names(len(sections), source)
+    else:
+        names = _AXES.get(len(sections), tuple(f"axis{i}" for i in range(len(sections))))
     layout = AxisLayout(
         axes=names,
         sections=sections,

@@ -130,9 +130,6 @@ MODEL_NOTES = {
 #: :func:`posenc.rope_plan` refuses these configs, naming the model type and the form.
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
-        "hunyuan_vl_text": "uses XD-RoPE: it splits the doubled table [θ, θ] by "
-        "xdrope_section, so the two channels of a rotate_half pair turn with different axes "
-        "(no one angle per pair; HunYuanVLRotaryEmbedding)",
         "nanochat": "rotates by -θ: its rotate_half returns (x2, -x1), so the rotation of its "
         "apply_rotary_pos_emb is the inverse of the one posenc's tables describe with pairs "
         "'half'",

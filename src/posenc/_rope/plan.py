@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._features import PairLayout
-from . import config_values
+from . import config_values, xdrope
 from .axes import (
     AXES_BY_MODEL,
     AxisLayout,
@@ -512,6 +512,9 @@ def _shape(
             f"but {rotary_dim} channels rotate (head_dim {head_dim}): they must give "
             f"{rotary_dim // 2}"
         )
+    if model == "hunyuan_vl_text":  # where transformers departs from HunYuan-VL's own code
+        split = xdrope.doubled_split_note(layout.sections, layout.axes)
+        note = "; ".join(x for x in (note, split) if x)
     return (
         spec,
         head_dim,
@@ -609,7 +612,7 @@ def rope_plan(config: Any, *, vision: bool = False) -> RopePlan:
             leave the tables unchanged, such as ``llama_4_scaling_beta``, are accepted and
             reported in ``RopeLayer.inert``), a missing size, or a config without RoPE settings;
             naming the model type, for a rotary form that no posenc table describes
-            (HunYuan-VL's XD-RoPE, NanoChat's rotation by -θ).
+            (NanoChat's rotation by -θ).
 
     >>> config = {"model_type": "gemma3_text", "head_dim": 8, "num_hidden_layers": 3,
     ...           "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],

@@ -90,7 +90,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "full_attention": {"rope_type": "default", "rope_theta": 50000.0},
         },
     },
-    # HunYuan-VL checkpoints give their four position axes' sections (xdrope_section).
+    # HunYuan-VL checkpoints give their four position axes' sections (xdrope_section); its
+    # transformers class splits the doubled table by 2·sections (posenc._rope.xdrope).
     "HunYuanVLTextConfig": {
         "head_dim": 128,
         "rope_parameters": {"rope_type": "default", "xdrope_section": [16, 16, 16, 16]},
@@ -118,8 +119,9 @@ NO_POSITIONS = {
     "at frequencies from keys of its atom config (num_spatial_rope_pairs_per_axis, "
     "spatial_rope_base_frequency, num_uid_rope_pairs, uid_rope_base_frequency) that no rope "
     "plan reads",
-    "MusicFlamingoRotaryEmbedding": ": its angles are products of audio timestamps (seconds) and "
-    "window or frame positions, not a coordinate times a frequency",
+    "MusicFlamingoRotaryEmbedding": ": its angles come from audio timestamps (seconds), which no "
+    "rope plan reads (posenc.timestamp_positions gives its real coordinates, and the swap's "
+    "TimestampRotary its tables: tests/references/hf/test_rotary_time.py)",
 }
 
 #: Models (directories, or rotary classes) whose rotary class returns the interleaved table
@@ -390,6 +392,8 @@ def _check_axes(
         return
     layout = _table_layout(outcome, class_name)
     problem = axes.compare_tables(layer, positions, cos, sin, layout)
+    if problem is not None and layout == "half":  # a departure the plan names
+        problem = axes.doubled_split(layer, positions, cos, sin) or problem
     if problem is None:
         fn = axes.rotation_function(layer, module, vision=layer.schedule != "shared")
         if fn is None:

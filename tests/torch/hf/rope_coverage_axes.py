@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 import posenc
+from posenc._rope.xdrope import DOUBLED_SPLIT, doubled_split_axes
 
 #: The image grids (t, h, w) the vision positions are made for, in units of the merge size.
 GRIDS = ((1, 4, 6), (2, 2, 3))
@@ -99,11 +100,14 @@ def _from_rope_index(module: Any, n_axes: int) -> torch.Tensor | None:
 
 
 def _built_here(n_axes: int) -> torch.Tensor:
-    """Text (5 tokens), an image of 4 x 6 tokens, text (35 tokens): Qwen2-VL's layout."""
+    """Text (5 tokens), an image of 4 x 6 tokens, text (35 tokens): Qwen2-VL's layout; with
+    more than three axes, the first ones keep the sequence positions (HunYuan-VL's)."""
     rows, cols = torch.meshgrid(torch.arange(4), torch.arange(6), indexing="ij")
     image = torch.stack([torch.zeros(24, dtype=torch.long), rows.flatten(), cols.flatten()])[
         -n_axes:
     ]
+    if n_axes > 3:
+        image = torch.cat([torch.arange(24).expand(n_axes - 3, -1), image])
     after = torch.arange(35) + 5 + 6
     ids = torch.cat(
         [torch.arange(5).expand(n_axes, -1), image + 5, after.expand(n_axes, -1)], dim=1
@@ -217,6 +221,26 @@ def compare_tables(
     reach = np.abs(positions).astype(np.float64)[..., :, None] * np.abs(matrix)
     tolerance = (2e-6 + 1e-6 * reach.max(axis=-2)) * max(float(attention.max()), 1.0)
     return compare_copies(layer, (cos, sin), (ours_cos, ours_sin), tolerance, layout)
+
+
+def doubled_split(
+    layer: Any, positions: np.ndarray, cos: torch.Tensor, sin: torch.Tensor
+) -> str | None:
+    """Where the class's tables differ from a sectioned M-RoPE plan's: the reason when they are
+    the doubled table ``[θ, θ]`` split by ``2·sections`` (transformers' HunYuan-VL: the two
+    channels of a pair turn with different axes), else None."""
+    if layer.order != "sectioned" or layer.schedule != "shared" or layer.pairs != "half":
+        return None
+    omega, attention = layer.frequencies_at(int(np.max(positions)) + 1)
+    chosen = np.asarray(positions, dtype=np.float64)[..., doubled_split_axes(layer.sections)]
+    theta = chosen * np.concatenate([omega, omega])
+    reach = np.abs(positions).max(axis=-1, keepdims=True) * omega.max()
+    tolerance = (2e-6 + 1e-6 * reach) * max(attention, 1.0)
+    for theirs, ours in ((cos, np.cos(theta)), (sin, np.sin(theta))):
+        table = theirs.double().numpy().reshape(ours.shape)
+        if not (np.abs(table - attention * ours) <= tolerance).all():
+            return None
+    return DOUBLED_SPLIT
 
 
 def compare_copies(

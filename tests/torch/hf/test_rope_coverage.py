@@ -30,12 +30,13 @@ PINNED = pinned.VERSION
 
 #: directory -> the reason it is not reproduced (a part of the harness's reason).
 KNOWN_MISSING: dict[str, str] = {
+    # transformers departs from the model's own code; the plan follows the model and names it
+    "hunyuan_vl": "splits the doubled table [θ, θ] by [2 * s for s in mrope_section]",
     # rotary forms that rope_plan refuses, by name (posenc.rope_plan's REFUSED)
-    "hunyuan_vl": "'hunyuan_vl_text' (at config.rope_parameters) uses XD-RoPE",
     "nanochat": "'nanochat' (at config.rope_parameters) rotates by -θ",
     # angles from other inputs than position ids (the harness says which)
     "esmfold2": "3-D atom coordinates and a per-atom id",
-    "musicflamingo": "products of audio timestamps",
+    "musicflamingo": "audio timestamps (seconds), which no rope plan reads",
 }
 
 

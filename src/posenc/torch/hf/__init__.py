@@ -19,6 +19,8 @@ posenc module                     replaces (``transformers``)                   
 :class:`MultiAxisRotary`          ``Qwen2VLRotaryEmbedding`` and the M-RoPE       M-RoPE, ``half``
                                   modules of Qwen2.5-VL, Qwen3-VL, Qwen3.5, ...:  pairs
                                   ``position_ids`` ``(3, b, s)`` or ``(b, s)``
+:class:`TimestampRotary`          ``MusicFlamingoRotaryEmbedding``: angles from   RoPE,
+                                  audio timestamps in seconds                     ``interleaved``
 ================================  ==============================================  ===============
 
 Attention biases: :class:`RelativeSinusoidPositions` replaces the relative sinusoid modules of
@@ -55,6 +57,7 @@ from ._multi_axis import MultiAxisRotary
 from ._report import SwapReport
 from ._rotary import LlamaRotary
 from ._swap import swap_positions
+from ._timestamps import TimestampRotary
 
 __all__ = [
     "LlamaRotary",
@@ -63,6 +66,7 @@ __all__ = [
     "MultiAxisRotary",
     "RelativeSinusoidPositions",
     "SwapReport",
+    "TimestampRotary",
     "WhisperEncoderPositions",
     "fairseq_positions",
     "swap_positions",

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from ..._rope.xdrope import DOUBLED_SPLIT, doubled_split_axes, doubled_split_note
 from .._kernels._cast import cast_exact
 from ._config import layer_types, rope_module
 from ._multi_axis import MultiAxisRotary
@@ -406,7 +407,47 @@ def _axes_check(
     found, why = _compare(output, rotary, ids)
     if found == layout:
         return ""
-    return why or f"with several axes its tables are laid out {found!r}, not {layout!r}"
+    split = _doubled_split(output, rotary, ids) if layout == "half" else ""
+    return split or why or f"with several axes its tables are laid out {found!r}, not {layout!r}"
+
+
+def _doubled_split(output: Any, rotary: MultiAxisRotary, ids: torch.Tensor) -> str:
+    """The reason naming the axes mixed when ``output`` is the doubled table ``[θ, θ]`` split
+    by ``2·sections`` (transformers' HunYuan-VL XD-RoPE: channel ``k`` and ``k + n`` of a pair
+    turn with different axes), else ``""``. Sectioned, shared layouts in their own axis order
+    with frequencies that do not depend on the length only."""
+    request = rotary._spec.request
+    parts = _parts(output)
+    plain = rotary.scaling is None or not rotary.scaling.depends_on_length
+    if (
+        parts is None
+        or not plain
+        or request.frequencies is not None
+        or (request.order or "sectioned") != "sectioned"
+        or (request.schedule or "shared") != "shared"
+        or rotary.slot_order != tuple(range(rotary.n_axes))
+    ):
+        return ""
+    sections = [int(s) for s in request.sections]
+    n = sum(sections)
+    coordinates = rotary.coordinates(ids, torch.device("cpu"))[0].double()
+    if parts[1][0].shape != (*coordinates.shape[:-1], 2 * n):
+        return ""
+    axes = torch.from_numpy(doubled_split_axes(sections))
+    omega = rotary._omega.double()
+    theta = coordinates[..., axes] * torch.cat([omega, omega])
+    attention = rotary._fixed.attention
+    factor = 1.0 if attention is None else torch.cat([attention, attention])
+    p = coordinates.abs().amax(dim=-1, keepdim=True)
+    tolerance = 1e-6 + 4 * float(torch.finfo(torch.float32).eps) + 1e-6 * p * float(omega.max())
+    for theirs, ours in zip(parts[1], (theta.cos() * factor, theta.sin() * factor), strict=True):
+        if largest_difference(theirs, ours, tolerance).ratio > 1.0:
+            return ""
+    note = doubled_split_note(sections, rotary.axis_names)
+    return (
+        f"on position ids that differ between the axes, its tables are not posenc's: {note}; "
+        "replacing it would change what the model computes for image tokens, so it stays"
+    )
 
 
 def _layer_types(module: nn.Module) -> list[str | None] | str:
@@ -504,7 +545,8 @@ def _verified(
         )
         if not isinstance(found, str):
             return found
-        if isinstance(candidate, MultiAxisRotary):  # the vision towers' call, coordinates last
+        named = DOUBLED_SPLIT in found  # a language model's layout, named: not a tower's
+        if isinstance(candidate, MultiAxisRotary) and not named:  # the towers' call, axes last
             last = _axes_last(module, candidate, key)
             if not isinstance(last, str):
                 return last

@@ -59,6 +59,11 @@ class MultiAxisRotary(nn.Module):
             table is ``[θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]``) or ``"interleaved"`` (pairs
             ``2k, 2k+1``: ``[θ_0, θ_0, θ_1, θ_1, ...]``, as GLM-4V's text model).
 
+    Attributes:
+        axis_names: the axes' names in the order of ``position_ids`` (from a config: the
+            plan's ``axes``, e.g. ``("temporal", "height", "width")``; else ``"axis 0"``,
+            ...), which the swap's reasons use.
+
     Shapes (``forward``):
         - ``x``: any floating tensor; only its dtype and device are used.
         - ``position_ids``: integer ``(n_axes, b, s)`` (``(1, b, s)`` and ``(b, s)`` are
@@ -103,6 +108,8 @@ class MultiAxisRotary(nn.Module):
         self.head_dim, self.rotary_dim, self.n_axes = spec.head_dim, spec.rotary_dim, spec.n_axes
         self.scaling = spec.scaling
         self.slot_order = tuple(range(self.n_axes))
+        #: the axes' names, in the order of position_ids (the plan's, from a config)
+        self.axis_names: tuple[str, ...] = tuple(f"axis {a}" for a in range(self.n_axes))
         # plain CPU float64, not a buffer: module casts must never touch them
         self._fixed = self._frequencies(None)
         self._omega = self._fixed.table.abs().amax(dim=0)
@@ -164,6 +171,7 @@ class MultiAxisRotary(nn.Module):
             pairs=pairs,
         )
         new.slot_order = tuple(slots)
+        new.axis_names = tuple(layer.axes)
         new._fixed = new._frequencies(None)
         return new
 

@@ -15,6 +15,7 @@ from ._examine_tables import examine_computed, examine_table, rotary_of_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
 from ._swap_bias import examine_biases
+from ._timestamps import examine_timestamps
 from ._version import check_transformers
 
 __all__ = ["swap_positions"]
@@ -80,6 +81,9 @@ def _examine(child_name: str, module: nn.Module) -> tuple[Replaced, nn.Module] |
     """``(record, replacement)``, the reason it stays, or None for a non-positional module."""
     positional = _looks_positional(child_name, module)
     parameter_free = next(module.parameters(), None) is None
+    timed = examine_timestamps(module) if parameter_free else None
+    if timed is not None:  # called forward(timestamps, seq_len): angles from times
+        return timed
     call = rotary_call(module) if parameter_free else None
     if parameter_free and not isinstance(call, str):
         own = table_of(module)  # a fixed [sin | cos] table it reads its RoPE tables from
@@ -174,6 +178,9 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       frequencies come from the module's config (every rope type of :class:`posenc.RopeScaling`,
       partial rotation, per-layer-type parameters), from its ``dim`` and ``base``, or from the
       fixed ``[sin | cos]`` table it reads (probed within that table's rows);
+    - rotary time embeddings, called ``module(timestamps, seq_len)`` with the frames' times
+      in seconds (MusicFlamingo's; → :class:`TimestampRotary`), from the module's config,
+      probed on several windows of float32 timestamps;
     - multi-axis rotary modules (M-RoPE), called ``module(x, position_ids)`` with ids
       ``(n_axes, b, s)`` (language models: Qwen2-VL, Qwen3-VL, ...) or ``(N, n_axes)``
       (vision towers: Qwen2-VL's, Pixtral's) (→ :class:`MultiAxisRotary`); the sections and
