@@ -105,8 +105,9 @@ class T5RelativeBias(nn.Module):
     attention layer's table and settings (convention ``"transformers"``).
 
     ``forward`` looks the buckets up in ``by_distance`` (a non-persistent buffer: the bucket
-    of every distance ``0 .. max_distance``, from the convention's function, read once at
-    construction), so that it runs on the positions' device and exports. A ``max_distance``
+    of every distance ``0 .. max_distance``, from the convention's function, read at
+    construction and rebuilt by ``.to()`` and ``to_empty()``), so that it runs on the
+    positions' device and exports. A ``max_distance``
     above 2**20 reads the positions on the host instead, and refuses to be traced.
     """
 
@@ -149,6 +150,13 @@ class T5RelativeBias(nn.Module):
             max_distance=far, convention=self.convention,
         )  # fmt: skip
         return buckets.to(device)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> T5RelativeBias:
+        # .to(), .cuda() and to_empty() (after building on the meta device: the lookup would
+        # be left uninitialised) rebuild the lookup from the settings where the table now is
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        self.by_distance = self._by_distance(self.table.weight.device)
+        return self
 
     @classmethod
     def like(cls, module: nn.Module) -> T5RelativeBias:

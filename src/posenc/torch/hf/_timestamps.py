@@ -124,7 +124,8 @@ class TimestampRotary(nn.Module):
                 f"timestamps must have shape (N, seq_len) = (N, {frames}): one row of frame "
                 f"times per window, got shape {tuple(tau.shape)}"
             )
-        if tau.device.type == "cpu":  # the NumPy core's checks and coordinates
+        if tau.device.type == "cpu" and not torch.compiler.is_compiling():
+            # the NumPy core's checks and coordinates (traced: the same operations in torch)
             coords = timestamp_positions(
                 tau.detach().double().numpy(),
                 frame_seconds=self.frame_seconds,
