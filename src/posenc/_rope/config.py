@@ -440,7 +440,9 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
     if count is not None:
         if not nested:
             labels = tuple(layer_types or (FLAT,) * count)
-        elif layer_types is not None and all(t in params for t in set(layer_types)):
+        elif layer_types is not None and all(
+            t in params or t in NOT_ATTENTION for t in set(layer_types)
+        ):  # LFM3: the sets name the attention types, its conv layers have none
             labels = layer_types
         elif layer_types is not None:
             relabel = _LAYER_LABELS.get(str(d.get("model_type")), {})
