@@ -81,7 +81,7 @@ def _set(config: dict, label: str, **params: object) -> dict:
     [
         # nested by layer type
         (_sets(GEMMA3, sliding_attention=NAN), TypeError,
-         r"config.rope_parameters\['sliding_attention'\] must be a dict of rope parameters or None"),
+         r"config.rope_parameters\['sliding_attention'\] must be a dict of rope parameters"),
         (_sets(GEMMA3, full_attention="linear"), TypeError,
          r"rope_parameters\['full_attention'\] must be a dict .* got 'linear' \(str\)"),
         (_sets(GEMMA3, full_attention=[8.0]), TypeError, r"rope_parameters\['full_attention'\]"),

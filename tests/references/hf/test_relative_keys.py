@@ -137,3 +137,76 @@ def test_granite_speech_attention_distances_are_the_offset_query_minus_key_index
     encoder = modeling.GraniteSpeechCTCEncoder(config)
     index = pt.relative_key_index(5, 5, left=5, right=5, sign="query - key", offset=8)
     assert torch.equal(encoder.attention_dists, index)
+
+
+def _conformer_attention(family: str) -> tuple[Any, Any, Any]:
+    """A Transformer-XL attention of Parakeet or Nemotron ASR streaming, its module and its
+    relative positional encoding."""
+    transformers = require("transformers")
+    if family == "parakeet":
+        modeling = require("transformers.models.parakeet.modeling_parakeet")
+        config = transformers.ParakeetEncoderConfig(
+            hidden_size=HIDDEN, num_attention_heads=HEADS, num_hidden_layers=1
+        )
+        prefix = "ParakeetEncoder"
+    else:
+        modeling = require(
+            "transformers.models.nemotron_asr_streaming.modeling_nemotron_asr_streaming"
+        )
+        config = transformers.NemotronAsrStreamingEncoderConfig(
+            hidden_size=HIDDEN, num_attention_heads=HEADS, num_hidden_layers=1
+        )
+        prefix = "NemotronAsrStreamingEncoder"
+    config._attn_implementation = "eager"
+    attention = getattr(modeling, f"{prefix}Attention")(config, layer_idx=0).eval()
+    encoding = getattr(modeling, f"{prefix}RelPositionalEncoding")(config)
+    return modeling, attention, encoding
+
+
+@contextlib.contextmanager
+def _captured_mask(modeling: Any) -> Iterator[list[torch.Tensor]]:
+    """Record the ``attention_mask`` (their relative term, ``matrix_bd``) of each eager call."""
+    seen: list[torch.Tensor] = []
+    original = modeling.eager_attention_forward
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["attention_mask"])
+        return original(*args, **kwargs)
+
+    modeling.eager_attention_forward = recording
+    try:
+        yield seen
+    finally:
+        modeling.eager_attention_forward = original
+
+
+@pytest.mark.parametrize("family", ["parakeet", "nemotron_asr_streaming"])
+@pytest.mark.parametrize("length", [1, 6])
+def test_transformer_xl_relative_term_is_relative_key_scores_on_the_unclipped_index(
+    family: str, length: int
+) -> None:
+    """Their ``_rel_shift`` reads, for query ``i`` and key ``j``, row ``L − 1 − (i − j)`` of
+    the projected ``(2L − 1)``-row sinusoid table: ``relative_key_index(L, L, left=L − 1,
+    right=L − 1)`` (key − query, never clipped), with the query plus ``bias_v``. Equal in
+    float64 to rounding and in float32 within the error of a 8-term dot product."""
+    torch.manual_seed(0)
+    modeling, attention, encoding = _conformer_attention(family)
+    torch.nn.init.normal_(attention.bias_v)
+    index = pt.relative_key_index(length, length, left=length - 1, right=length - 1)
+    for dtype, tolerance in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        attention = attention.to(dtype)
+        hidden = torch.randn(2, length, HIDDEN, dtype=dtype)
+        table = encoding(hidden).to(dtype)  # (b, 2L − 1, d)
+        with torch.no_grad(), _captured_mask(modeling) as seen:
+            attention(hidden, position_embeddings=table)
+            b, heads = hidden.shape[0], attention.config.num_attention_heads
+            query = attention.q_proj(hidden).view(b, length, heads, -1).transpose(1, 2)
+            query = query + attention.bias_v.view(1, heads, 1, -1)
+            rows = attention.relative_k_proj(table[0]).view(2 * length - 1, heads, -1)
+            ours = torch.stack(
+                [pt.relative_key_scores(query[:, h], rows[:, h], index) for h in range(heads)],
+                dim=1,
+            ) * attention.scaling  # fmt: skip
+        assert len(seen) == 1
+        assert ours.shape == seen[0].shape == (2, HEADS, length, length)
+        assert (ours - seen[0]).abs().max() <= tolerance
