@@ -210,3 +210,42 @@ def test_transformer_xl_relative_term_is_relative_key_scores_on_the_unclipped_in
         assert len(seen) == 1
         assert ours.shape == seen[0].shape == (2, HEADS, length, length)
         assert (ours - seen[0]).abs().max() <= tolerance
+
+
+class _Cached:
+    """A cache holding ``cached`` frames of keys and values before the chunk (its ``update``
+    takes the layer index, and under transformers 5.25 keyword arguments too)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        self.keys, self.values = keys, values
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return torch.cat([self.keys, keys], 2), torch.cat([self.values, values], 2)
+
+
+@pytest.mark.parametrize(("length", "cached"), [(1, 3), (3, 4)])
+def test_nemotron_streaming_chunks_read_the_index_of_their_positions_after_the_cache(
+    length: int, cached: int
+) -> None:
+    """A chunk of ``L`` frames after ``c`` cached ones: the table spans ``K = L + c`` keys and
+    query ``i`` sits at ``c + i``, so the rows are ``relative_key_index(range(c, c + L), K,
+    left=K − 1, right=K − 1)``; equal to their ``matrix_bd`` in float64 to rounding."""
+    torch.manual_seed(0)
+    modeling, attention, encoding = _conformer_attention("nemotron_asr_streaming")
+    attention = attention.double()
+    torch.nn.init.normal_(attention.bias_v)
+    keys = length + cached
+    cache = _Cached(*torch.randn(2, 2, HEADS, cached, HIDDEN // HEADS, dtype=torch.float64))
+    hidden = torch.randn(2, length, HIDDEN, dtype=torch.float64)
+    table = encoding(hidden, cached_frames=cached).double()  # (b, 2K − 1, d)
+    index = pt.relative_key_index(torch.arange(cached, keys), keys, left=keys - 1, right=keys - 1)
+    with torch.no_grad(), _captured_mask(modeling) as seen:
+        attention(hidden, position_embeddings=table, past_key_values=cache)
+        query = attention.q_proj(hidden).view(2, length, HEADS, -1).transpose(1, 2)
+        query = query + attention.bias_v.view(1, HEADS, 1, -1)
+        rows = attention.relative_k_proj(table[0]).view(2 * keys - 1, HEADS, -1)
+        ours = torch.stack(
+            [pt.relative_key_scores(query[:, h], rows[:, h], index) for h in range(HEADS)], dim=1
+        ) * attention.scaling  # fmt: skip
+    assert ours.shape == seen[0].shape == (2, HEADS, length, keys)
+    assert (ours - seen[0]).abs().max() <= 1e-12
