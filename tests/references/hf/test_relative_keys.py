@@ -249,3 +249,73 @@ def test_nemotron_streaming_chunks_read_the_index_of_their_positions_after_the_c
         ) * attention.scaling  # fmt: skip
     assert ours.shape == seen[0].shape == (2, HEADS, length, keys)
     assert (ours - seen[0]).abs().max() <= 1e-12
+
+
+def _gemma4_audio(chunk: int, left: int, right: int) -> tuple[Any, Any, Any]:
+    transformers = require("transformers")
+    modeling = require("transformers.models.gemma4.modeling_gemma4")
+    config = transformers.Gemma4AudioConfig(
+        hidden_size=HIDDEN, num_attention_heads=HEADS, attention_chunk_size=chunk,
+        attention_context_left=left, attention_context_right=right, num_hidden_layers=1,
+    )  # fmt: skip
+    attention = modeling.Gemma4AudioAttention(config, 0).eval()
+    return attention, modeling.Gemma4AudioRelPositionalEncoding(config), config
+
+
+def _gemma4_audio_terms(chunk: int, left: int, right: int) -> tuple[Any, Any, float]:
+    """Gemma 4 audio's relative term (captured from its ``_rel_shift``, ``(b, heads, blocks,
+    chunk, context)``), posenc's (``relative_logits`` of the per-query curves over the
+    ``tensor2tensor`` sinusoid of the distances), and the float32 error bound."""
+    torch.manual_seed(0)
+    attention, encoding, _ = _gemma4_audio(chunk, left, right)
+    torch.nn.init.normal_(attention.per_dim_scale)
+    past, context = left - 1, attention.context_size
+    rows = context // 2 + 1  # the table: distances rows − 1 .. 0
+    length, blocks = 2 * chunk, 2
+    hidden = torch.randn(2, length, HIDDEN)
+    table = encoding(hidden).reshape(rows, HIDDEN)
+    exact = pt.sinusoidal(torch.arange(rows - 1, -1, -1), HIDDEN, convention="tensor2tensor",
+                          dtype=torch.float64)  # fmt: skip
+    assert (table.double() - exact).abs().max() <= 4 * rows * 2.0**-24 + 2.0**-24
+    seen: list[torch.Tensor] = []
+    shift = attention._rel_shift
+    attention._rel_shift = lambda x: seen.append(shift(x)) or seen[-1]
+    with torch.no_grad():
+        attention(hidden, table)
+        scale = attention.q_scale * torch.nn.functional.softplus(attention.per_dim_scale.double())
+        query = attention.q_proj(hidden).double().view(2, length, HEADS, -1) * scale
+        keys = attention.relative_k_proj.double()(exact).view(rows, HEADS, -1).flip(0)
+        curves = torch.einsum("bihd,rhd->bhir", query, keys)  # distance r = 0 .. rows − 1
+        offset = rows - 1 - past  # the row a distance reads is offset by this many
+        dense = pt.relative_logits(
+            curves, torch.arange(length) + past + offset, torch.arange(blocks * chunk + context)
+        )
+        magnitude = torch.einsum("bihd,rhd->", query.abs(), keys.abs()).item()
+    ours = torch.stack(
+        [dense[:, :, n * chunk : (n + 1) * chunk, n * chunk : n * chunk + context]
+         for n in range(blocks)], dim=2,
+    )  # fmt: skip
+    return seen[0], ours, magnitude * 64 * 2.0**-24
+
+
+@pytest.mark.parametrize(("chunk", "left", "right"), [(4, 5, 0), (4, 5, 2), (4, 3, 1), (12, 13, 0)])
+def test_gemma4_audio_relative_term_is_relative_logits_of_the_distance_table(
+    chunk: int, left: int, right: int
+) -> None:
+    """Gemma 4's audio encoder (chunked local attention) adds, for query ``i`` and key ``j``
+    of its context window, the query's product with the projected ``[sin | cos]`` sinusoid
+    (``tensor2tensor`` convention) of distance ``i − j + s`` when that is in ``[0, rows)``,
+    else 0: posenc's ``relative_logits`` with the queries' positions shifted by ``s = rows − 1
+    − (attention_context_left − 1)`` (0 for the checkpoints' 12/13/0). Its float32 term is
+    within a 64-ulp dot-product error of posenc's float64 one."""
+    theirs, ours, bound = _gemma4_audio_terms(chunk, left, right)
+    assert theirs.shape == ours.shape
+    assert (theirs.double() - ours).abs().max() <= bound
+
+
+def test_gemma4_audio_chunks_longer_than_their_context_wrap_into_another_query() -> None:
+    """When ``chunk − 1 > context + 1 − rows``, their ``_rel_shift`` wraps a row into the
+    previous query's products: a term of another query's content, which no relative index
+    expresses (docs/attention-biases.md). Here 8, 1, 0: the terms differ."""
+    theirs, ours, bound = _gemma4_audio_terms(8, 1, 0)
+    assert (theirs.double() - ours).abs().max() > 100 * bound
