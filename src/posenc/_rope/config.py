@@ -333,15 +333,7 @@ def _parameter_sets(
     ):
         return _deepseek_v4_sets(d, where, name, dict(raw))
     if any(isinstance(v, Mapping) for v in raw.values()):
-        sets: dict[str, dict[str, Any] | None] = {}
-        for label, value in raw.items():
-            if value is not None and not isinstance(value, Mapping):
-                raise ValueError(
-                    f"{where}.{name}[{label!r}] must be a dict of rope parameters or None "
-                    f"(nested by layer type), got {value!r}"
-                )
-            sets[str(label)] = None if value is None else dict(value)
-        return sets, True, f"{where}.{name}"
+        return values.parameter_sets(where, name, raw), True, f"{where}.{name}"
     flat = dict(raw)
     local = d.get("rope_local_base_freq")  # Gemma 3 (4.x): sliding layers, no scaling
     if local is not None and layer_types is not None:
@@ -440,12 +432,10 @@ def read_config(config: Any, vision: bool = False) -> ConfigReading:
     if count is not None:
         if not nested:
             labels = tuple(layer_types or (FLAT,) * count)
-        elif layer_types is not None and all(t in params for t in set(layer_types)):
-            labels = layer_types
-        elif layer_types is not None:
+        elif layer_types is not None:  # LFM3's conv layers name no set; DeepSeek-V4 relabels
             relabel = _LAYER_LABELS.get(str(d.get("model_type")), {})
-            if all(relabel.get(t) in params for t in set(layer_types)):
-                labels = tuple(relabel[t] for t in layer_types)
+            name = "rope_parameters" if d.get("rope_parameters") is not None else "rope_scaling"
+            labels = values.layer_labels(where, name, layer_types, params, relabel, NOT_ATTENTION)
     reading = ConfigReading(
         where=source,
         model_type=d.get("model_type"),

@@ -15,6 +15,12 @@ cannot mean, with an error naming the key, the value and what is allowed:
   that pass the element's check.
 
 Wrong types raise ``TypeError``, values out of range ``ValueError``.
+
+Per-layer settings come in three schemas, each read here: parameter sets nested by layer type
+(``None`` for a type without RoPE) and sets keyed by another label (DeepSeek-V4's ``main`` and
+``compress``), both by :func:`parameter_sets` and :func:`layer_labels`; and per-layer lists
+(``layer_rope_theta``: :func:`layer_bases`; ``no_rope_layers``: :func:`integers`), whose
+length must be ``num_hidden_layers``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ __all__ = [
     "integer",
     "integers",
     "layer_bases",
+    "layer_labels",
+    "parameter_sets",
     "strings",
     "value",
 ]
@@ -220,6 +228,55 @@ def layer_bases(where: str, name: str, value: Any, length: int | None = None) ->
         bases.append(found)
     _length(where, name, items, length, "base")
     return tuple(bases)
+
+
+def parameter_sets(where: str, name: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    """Rope parameters nested by label: each label a string, each set a dict of parameters or
+    None (no RoPE in the layers of that label). A copy, each set a plain dict."""
+    if len(value) > MAX_LAYERS:
+        raise ValueError(
+            f"{_name(where, name)} has {len(value)} parameter sets, more than the {MAX_LAYERS} "
+            "layers a config may declare"
+        )
+    sets: dict[str, Any] = {}
+    for label, found in value.items():
+        if not isinstance(label, str):
+            raise TypeError(
+                f"{_name(where, name)} is nested by layer type: its keys must be strings, got "
+                f"{_show(label)} ({type(label).__name__})"
+            )
+        if found is not None and not isinstance(found, Mapping):
+            raise TypeError(
+                f"{_name(where, name)}[{label!r}] must be a dict of rope parameters or None "
+                f"(no RoPE in {label!r} layers), got {_show(found)} ({type(found).__name__})"
+            )
+        sets[label] = None if found is None else dict(found)
+    return sets
+
+
+def layer_labels(
+    where: str,
+    name: str,
+    layer_types: tuple[str, ...],
+    sets: Mapping[str, Any],
+    relabel: Mapping[str, str],
+    no_set: frozenset[str],
+) -> tuple[str, ...]:
+    """The parameter set of each layer: its layer type, or the label ``relabel`` gives it
+    (DeepSeek-V4: ``sliding_attention`` -> ``main``); a type in ``no_set`` (not attention)
+    needs none. A layer whose type names no set is refused, naming the layer and the sets."""
+    labels = []
+    for i, kind in enumerate(layer_types):
+        label = kind if kind in sets else relabel.get(kind, kind)
+        if label not in sets and kind not in no_set:
+            via = f" (read as {label!r})" if label != kind else ""
+            raise ValueError(
+                f"{_name(where, 'layer_types')}[{i}] = {kind!r}{via} names no parameter set of "
+                f"{_name(where, name)}, which has {sorted(sets)}: give one for it, or None "
+                "for no RoPE"
+            )
+        labels.append(label)
+    return tuple(labels)
 
 
 #: DeepSeek-V4's attention block for each entry of its config.json's ``compress_ratios``.

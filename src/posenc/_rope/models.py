@@ -24,6 +24,7 @@ __all__ = [
     "ROTARY_DIM_MODELS",
     "STANDARD_TABLES",
     "UNSUPPORTED",
+    "layer_base_notes",
     "nope_layer_types",
     "pairs_of",
 ]
@@ -163,6 +164,34 @@ def nope_layer_types(reading: ConfigReading) -> dict[str, str]:
         why = "Kolibri 1.1's indexed_attention layers use no positions (NoPE)"
         return {t: why for t in types if t == "indexed_attention"}
     return {}
+
+
+#: Models whose attention reads ``layer_rope_theta`` as a flag (0: no RoPE) and rotates every
+#: other layer at the global ``rope_theta``: model_type -> the model class that does.
+_BASE_AS_FLAG = {
+    "muse_spark_text": "MuseSparkTextModel",
+    "muse_glimmer_text": "MuseGlimmerTextModel",
+}
+
+
+def layer_base_notes(reading: ConfigReading) -> list[str]:
+    """Where a model's code departs from its per-layer bases (``layer_rope_theta``)."""
+    model = reading.model_type or ""
+    bases = reading.layer_bases
+    if model not in _BASE_AS_FLAG or bases is None:
+        return []
+    flat = reading.params.get("full_attention") or {}
+    found = flat.get("rope_theta", reading.top.get("rope_theta"))
+    overall = 10000.0 if found is None else float(found)
+    own = sorted({b for b in bases if b and b != overall})
+    if not own:
+        return []
+    return [
+        f"layer_rope_theta gives bases {own} other than the global rope_theta {overall}: "
+        f"the plan follows layer_rope_theta, as the config documents it; transformers' "
+        f"{_BASE_AS_FLAG[model]} reads it as a flag (0: no RoPE) and rotates those layers "
+        "at the global base"
+    ]
 
 
 def pairs_of(reading: ConfigReading) -> tuple[PairLayout, str]:

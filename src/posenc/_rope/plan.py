@@ -42,6 +42,7 @@ from .models import (
     ROTARY_DIM_MODELS,
     STANDARD_TABLES,
     UNSUPPORTED,
+    layer_base_notes,
     nope_layer_types,
     pairs_of,
 )
@@ -559,6 +560,10 @@ def _kinds(reading: ConfigReading, pairs: tuple[PairLayout, str]) -> dict[str, R
             kinds[label] = _no_rope(label, dim, pairs, f"{label!r} layers are not attention")
         else:
             kinds[label] = _kind(reading, label, raw, dim, where)
+    for label in dict.fromkeys(reading.layer_labels or ()):  # types without a parameter set
+        if label not in kinds and label in NOT_ATTENTION:
+            why = f"{label!r} layers are not attention"
+            kinds[label] = _no_rope(label, dims.get(label, reading.head_dim), pairs, why)
     return kinds
 
 
@@ -675,5 +680,5 @@ def _plan(reading: ConfigReading) -> RopePlan:
         kinds=MappingProxyType(
             {label: _with_temperature(reading, kind, None) for label, kind in kinds.items()}
         ),
-        notes=tuple(reading.notes),
+        notes=(*reading.notes, *layer_base_notes(reading)),
     )

@@ -166,3 +166,38 @@ def test_the_terms_trace_into_one_graph_across_lengths(dynamic: bool) -> None:
     for length in (5, 9):
         args = (torch.randn(2, length, 4), torch.randn(2, length, 4), torch.randn(6, 4))
         assert torch.equal(compiled(*args), terms(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_relative_logits_are_the_float64_logits_rounded_once(dtype: torch.dtype) -> None:
+    """A gather: each 16-bit logit is the float64 one rounded to the dtype, bit for bit (zero
+    where the pair reads no distance)."""
+    torch.manual_seed(0)
+    curves = torch.randn(2, 3, 5, 4, dtype=torch.float64)
+    positions = torch.tensor([3, 4, 6, 7, 9])
+    exact = pt.relative_logits(curves, positions, torch.arange(10))
+    got = pt.relative_logits(curves.to(dtype), positions, torch.arange(10))
+    assert got.dtype == dtype
+    assert torch.equal(got, exact.to(dtype))
+    assert (exact != 0).any()  # pairs that read a distance
+    assert (exact == 0).any()  # and pairs that read none
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_curves_give_the_score_mod_the_float64_curves_rounded_once(
+    dtype: torch.dtype,
+) -> None:
+    """The score_mod adds the curves in float32: from 16-bit curves, exactly the float64
+    curves rounded once to the dtype."""
+    torch.manual_seed(0)
+    curves = torch.randn(1, 2, 4, 3, dtype=torch.float64)
+    score_mod = pt.relative_logits_score_mod(curves.to(dtype), query_offset=2)
+    exact = pt.relative_logits(curves, torch.arange(2, 6), torch.arange(6))
+    zero = torch.zeros((), dtype=torch.float32)
+    for h in range(2):
+        for i in range(4):
+            for j in range(6):
+                got = score_mod(zero, torch.tensor(0), torch.tensor(h), torch.tensor(i),
+                                torch.tensor(j))  # fmt: skip
+                assert got.dtype == torch.float32
+                assert got == exact[0, h, i, j].to(dtype).float(), (h, i, j)

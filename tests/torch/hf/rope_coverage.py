@@ -21,6 +21,7 @@ with the reason.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
@@ -181,8 +182,10 @@ def models_root() -> Path:
     return Path(transformers.__file__).parent / "models"
 
 
+@functools.cache
 def directories() -> dict[str, list[tuple[str, str]]]:
-    """directory -> [(module name, class name)] for every rotary class (a text scan: fast)."""
+    """directory -> [(module name, class name)] for every rotary class (a text scan, once per
+    session: callers must not change the lists)."""
     found: dict[str, list[tuple[str, str]]] = {}
     for path in sorted(models_root().glob("*/modeling_*.py")):
         names = _CLASS.findall(path.read_text(encoding="utf-8"))
