@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 import posenc
 
 from .contract import DOUBTFUL, Args, choose, expect_array, run
+from .frontends import torch_only
 from .profile import fuzz
 from .values import HUGE, INT_DTYPES, WRONG_TYPES, count, flag, positive
 
@@ -198,6 +199,32 @@ def test_compressed_positions(data: st.DataObject) -> None:
         assert expect_array(out, (len(want),), np.int64).tolist() == want
 
     run(a.call("posenc.compressed_positions", posenc.compressed_positions, check))
+
+
+@torch_only
+@fuzz()
+@given(st.data())
+def test_compressed_positions_torch(data: st.DataObject) -> None:
+    import torch
+
+    import posenc.torch as pt
+
+    a = Args(data)
+    tokens = a.draw("tokens", count(0, 600, huge="doubtful"))
+    ratio = a.draw("ratio", count(1, 130, huge="doubtful"))
+    emitted = a.draw("emitted", count(0, 40), optional=True)
+    if a.clean and emitted is not None and int(emitted) > int(tokens) // int(ratio):
+        a.kinds["emitted"] = DOUBTFUL  # more entries than windows closed: refused by name
+    a.draw("device", choose(st.sampled_from([None, "cpu"]), st.sampled_from(["gpu0", 1.5])),
+           optional=True)  # fmt: skip
+
+    def check(out):
+        want = posenc.compressed_positions(tokens, ratio, emitted=emitted or 0)
+        assert isinstance(out, torch.Tensor)
+        assert out.dtype == torch.int64
+        assert out.tolist() == want.tolist()
+
+    run(a.call("posenc.torch.compressed_positions", pt.compressed_positions, check))
 
 
 TIMESTAMP_SHAPES = st.sampled_from([(1,), (3,), (2, 4), (3, 1), (2, 0), (1, 2, 3)])

@@ -246,6 +246,15 @@ def compressed_positions(tokens: int, ratio: int, *, emitted: int = 0) -> IntArr
     >>> compressed_positions(17, 4, emitted=2)
     array([ 8, 12])
     """
+    done, closed, every = compressed_windows(tokens, ratio, emitted)
+    positions: IntArray = np.arange(done, closed, dtype=np.int64) * every
+    return positions
+
+
+def compressed_windows(tokens: Any, ratio: Any, emitted: Any) -> tuple[int, int, int]:
+    """The settings of :func:`compressed_positions`, checked: ``(emitted, closed, ratio)``,
+    the windows ``emitted .. closed - 1`` whose positions are ``n·ratio`` (their count known
+    to fit in memory). Checks of Python values only: the front-ends build the positions."""
     count = check_int("tokens", tokens, minimum=0)
     every = check_int("ratio", ratio, minimum=1)
     check_position_magnitude("tokens", 0, count)
@@ -258,5 +267,4 @@ def compressed_positions(tokens: int, ratio: int, *, emitted: int = 0) -> IntArr
             f"({closed}), got {done}"
         )
     check_allocation("tokens and ratio", (closed - done,), 8)
-    positions: IntArray = np.arange(done, closed, dtype=np.int64) * every
-    return positions
+    return done, closed, every

@@ -61,6 +61,7 @@ from ._embedding import TransformerEmbedding
 from ._functional import apply_rotary, cast_exact, rotary_cos_sin, sinusoidal
 from ._grid import SinusoidalGridEncoding
 from ._multi_axis import multi_axis_cos_sin, multimodal_positions
+from ._positions import compressed_positions
 from ._rotary import RotaryEmbedding
 from ._sinusoidal import SinusoidalPositionalEncoding
 from ._timestep import TimestepEmbedding, timestep_embedding
@@ -81,6 +82,7 @@ __all__ = [
     "bias_attn_mask",
     "bias_block_mask",
     "cast_exact",
+    "compressed_positions",
     "deberta_buckets",
     "deberta_relative_positions",
     "disentangled_scores",
