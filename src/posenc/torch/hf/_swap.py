@@ -15,6 +15,7 @@ from ._examine_tables import examine_computed, examine_table, rotary_of_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
 from ._swap_bias import examine_biases
+from ._swap_temperature import examine_temperatures, temperature_swapped
 from ._version import check_transformers
 
 __all__ = ["swap_positions"]
@@ -131,16 +132,19 @@ def _swap(model: nn.Module, strict: bool) -> SwapReport:
     already: list[str] = []
     skip: list[str] = []
     biases = examine_biases(model)  # attention biases, one walk (see _swap_bias)
+    temperatures = examine_temperatures(model)  # attention layers (see _swap_temperature)
     for parent_name, parent in model.named_modules():
         if any(parent_name == s or parent_name.startswith(s + ".") for s in skip):
             continue
         for child_name, child in parent.named_children():
             name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if _is_posenc(child) or name in biases.already:
+            if _is_posenc(child) or name in biases.already or temperature_swapped(child):
                 already.append(name)
                 skip.append(name)
                 continue
-            found: Any = biases.found.get(name) or _examine(child_name, child)
+            found: Any = (
+                biases.found.get(name) or temperatures.get(name) or _examine(child_name, child)
+            )
             if isinstance(found, str):
                 left.append(Left(name, found))
             elif found is not None:
