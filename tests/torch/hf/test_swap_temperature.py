@@ -21,6 +21,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from transformers.models.auto.modeling_auto import (  # noqa: E402
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM,
+)
+
 from posenc.torch.hf import _swap_temperature, swap_positions  # noqa: E402
 from tests.torch import tiny_models  # noqa: E402
 
@@ -31,6 +35,16 @@ _BUILT: dict[str, tuple[Any, Any, Any]] = {}
 
 
 def _config(model_type: str) -> Any:
+    if model_type in ("ergo", "inkling2_loop_text") and model_type not in CAUSAL_LM:
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
+    if model_type == "ergo":
+        config = tiny_models.tiny_config(model_type)
+        config.global_attention_scale = 2.0
+        return config
+    if model_type == "inkling2_loop_text":
+        config = tiny_models.tiny_config(model_type)
+        config.log_scaling_n_floor, config.log_scaling_alpha = 4, 0.5
+        return config
     if model_type == "llama4_text":
         config = tiny_models.tiny_config(model_type)
         config.floor_scale, config.attn_scale = 4, 0.5
@@ -55,8 +69,9 @@ def _model_class(model_type: str) -> Any:
 def build(model_type: str) -> tuple[Any, Any, Any]:
     """(original, swapped, report), built once per session."""
     if model_type not in _BUILT:
+        config = _config(model_type)
         torch.manual_seed(0)
-        original = _model_class(model_type)(_config(model_type)).eval()
+        original = _model_class(model_type)(config).eval()
         swapped = copy.deepcopy(original)
         _BUILT[model_type] = original, swapped, swap_positions(swapped)
     return _BUILT[model_type]
@@ -67,7 +82,19 @@ MODELS = {
     "llama4_text": ("llama4", ["model.layers.1.self_attn"]),
     "ministral3": ("llama4_beta", ["model.layers.0.self_attn", "model.layers.1.self_attn"]),
     "mistral4": ("llama4_beta", ["model.layers.0.self_attn", "model.layers.1.self_attn"]),
+    # transformers 5.25 on: Ergo's constant on its full-attention layer, Inkling2-loop's log
+    # scaling on the queries and relative states of its full-attention layer
+    "ergo": ("constant", ["model.layers.1.self_attn"]),
+    "inkling2_loop_text": (
+        "log",
+        [
+            "model.layers.1.self_attn.q_proj.norm.log_scale",
+            "model.layers.1.self_attn.relative_position_bias.norm.log_scale",
+        ],
+    ),
 }
+#: the temperatures that depend on the position (a wrong one must change the logits)
+BY_POSITION = ["llama4_text", "ministral3", "mistral4", "inkling2_loop_text"]
 
 
 @pytest.mark.parametrize("model_type", list(MODELS))
@@ -81,7 +108,7 @@ def test_swapped_layers_keep_their_temperature_from_posenc(model_type: str) -> N
     tiny_models.compare(original, swapped)
 
 
-@pytest.mark.parametrize("model_type", list(MODELS))
+@pytest.mark.parametrize("model_type", BY_POSITION)
 def test_a_wrong_temperature_in_posenc_changes_the_logits(model_type, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     original, swapped, _ = build(model_type)
     right = _swap_temperature.temperature_at
@@ -140,3 +167,15 @@ def test_a_temperature_computed_inline_is_left_by_name() -> None:
     reason = left[f"model.layers.{full[0]}.self_attn"]
     assert reason.startswith("temperature log (log_scaling_n_floor=4) on the queries")
     assert "computed inside the layer's forward, left to the model" in reason
+
+
+def test_a_constant_that_differs_is_named_and_left() -> None:
+    original = build("ergo")[0]
+    model = copy.deepcopy(original)
+    layer = model.model.layers[1].self_attn
+    layer.qk_scale = layer.qk_scale * (1 + 2.0**-20)
+    report = swap_positions(model)
+    assert not [r for r in report.replaced if r.kind == "temperature"], str(report)
+    (left,) = [x for x in report.left if x.name == "model.layers.1.self_attn"]
+    assert left.reason.startswith("temperature differs from posenc's constant (scale=1.41421)")
+    assert "the layer's qk_scale 1.41421485" in left.reason

@@ -124,6 +124,13 @@ def _learned(module: nn.Module) -> str | None:
     return f"learned table (trainable parameters {names}, not a sinusoidal table)"
 
 
+def _shares_children(old: nn.Module, new: nn.Module) -> bool:
+    """Whether ``new`` holds ``old``'s submodules themselves (a replacement keeping the
+    model's projections: what is swapped below them is swapped in both)."""
+    mine = [id(m) for m in old.children()]
+    return bool(mine) and sorted(mine) == sorted(id(m) for m in new.children())
+
+
 def _swap(model: nn.Module, strict: bool) -> SwapReport:
     """See :func:`swap_positions`."""
     plan: list[tuple[nn.Module, str, nn.Module]] = []
@@ -151,7 +158,8 @@ def _swap(model: nn.Module, strict: bool) -> SwapReport:
                 record, new = found
                 replaced.append(dataclasses.replace(record, name=name))
                 plan.append((parent, child_name, new))
-                skip.append(name)
+                if isinstance(new, type(child)) or not _shares_children(child, new):
+                    skip.append(name)  # else its children, the replacement's, are examined
     report = SwapReport(tuple(replaced), tuple(left), tuple(already))
     if strict and left:
         raise ValueError(f"swap_positions(strict=True) left positional modules in place:\n{report}")

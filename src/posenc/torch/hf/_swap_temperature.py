@@ -36,14 +36,17 @@ from torch import nn
 
 from ..._rope.plan import rope_plan
 from ..._rope.temperature import AttentionTemperature
+from ..._rope.temperature import _make as make_temperature
 from .._temperature import temperature_at
 from ._report import Replaced
 
-__all__ = ["examine_temperatures", "temperature_swapped"]
+__all__ = ["TemperatureScale", "examine_temperatures", "temperature_swapped"]
 
 _FUNCTION = "get_llama_4_attn_scale"
 _SWITCHES = ("attn_temperature_tuning", "floor_scale", "attn_scale")
 _INLINE_LOG = "log_scaling_n_floor"
+_LOG_ATTRIBUTES = ("log_scaling_alpha", "log_scaling_n_floor")
+_BUFFER = "qk_scale"
 _REGISTRY = "ALL_ATTENTION_FUNCTIONS"
 _SCALE = "posenc_query_scale"
 _MARK = "_posenc_temperature"
@@ -63,10 +66,13 @@ def examine_temperatures(model: nn.Module) -> dict[str, tuple[Replaced, nn.Modul
     plans: dict[int, Any] = {}
     found: dict[str, tuple[Replaced, nn.Module] | str] = {}
     for name, module in model.named_modules():
-        if not name or temperature_swapped(module):
+        if not name or temperature_swapped(module) or isinstance(module, TemperatureScale):
+            continue
+        if _log_scale_module(module):
+            found[name] = _examine_log_scale(module)
             continue
         names = _code_names(type(module).forward)
-        if not names & {_FUNCTION, _INLINE_LOG, *_SWITCHES}:
+        if not names & {_FUNCTION, _INLINE_LOG, _BUFFER, *_SWITCHES}:
             continue
         temperature = _planned(module, plans)
         if isinstance(temperature, AttentionTemperature):
@@ -121,6 +127,8 @@ def _examine(
         if getattr(module, "use_rope", False) or not getattr(module, _SWITCHES[0], False):
             return f"temperature {what}: the layer's switches disagree with its config"
         form = "switch"
+    elif temperature.kind == "constant" and _BUFFER in names:
+        return _examine_buffer(module, temperature)
     else:
         return f"temperature {what}: computed inside the layer's forward, left to the model"
     if any(p.device.type == "meta" for p in module.parameters()):
@@ -434,3 +442,108 @@ def _measured(scaled: torch.Tensor, plain: torch.Tensor) -> torch.Tensor:
     flat_scaled = scaled.double().permute(2, 0, 1, 3).reshape(s, -1)
     where = flat_plain.abs().argmax(dim=1, keepdim=True)
     return flat_scaled.gather(1, where)[:, 0] / flat_plain.gather(1, where)[:, 0]
+
+
+# -- Ergo's constant: a buffer of the layer ---------------------------------------------------
+
+
+def _examine_buffer(
+    module: nn.Module, temperature: AttentionTemperature
+) -> tuple[Replaced, nn.Module] | str:
+    """Ergo's ``qk_scale``, ``sqrt(global_attention_scale)`` on q and on k: a copy of the layer
+    gets posenc's value (float64, rounded once to the buffer's dtype), which must equal the
+    model's."""
+    what = temperature.describe()
+    theirs = module._buffers.get(_BUFFER)
+    if theirs is None or theirs.numel() != 1 or not theirs.is_floating_point():
+        return f"temperature {what}: the layer's {_BUFFER} is not one number"
+    if theirs.device.type == "meta":
+        return f"temperature {what}: on the meta device, nothing to verify it against"
+    value = dict(temperature.params)["scale"]
+    ours = torch.tensor(value, dtype=torch.float64).to(theirs.dtype).to(theirs.device)
+    ours = ours.reshape(theirs.shape)
+    if not torch.equal(ours, theirs):
+        return (
+            f"temperature differs from posenc's {what}: the layer's {_BUFFER} "
+            f"{float(theirs):.9g}, posenc's {value:.17g} rounded to {theirs.dtype} "
+            f"{float(ours):.9g}"
+        )
+    new = _copy(module)
+    new._buffers[_BUFFER] = ours
+    detail = f"scale={value:g} on the {temperature.scales} (its buffer {_BUFFER}, equal)"
+    return Replaced("", "temperature", "constant", detail, f"{_BUFFER} by posenc"), new
+
+
+# -- Inkling2-loop's log scale: a module --------------------------------------------------------
+
+
+class TemperatureScale(nn.Module):
+    """Replaces a module that scales per-head states by an attention temperature at their
+    positions (Inkling2-loop's ``Inkling2LoopLogScale``, on its queries and relative states).
+
+    ``forward(hidden_states, position_ids)``: ``hidden_states`` ``(b, s, heads, d)`` times the
+    scale of ``position_ids`` ``(b, s)``, computed in float64 by posenc and multiplied in
+    float64 (float32 on MPS), rounded once to the states' dtype.
+
+    Args:
+        temperature: the :class:`posenc.AttentionTemperature` to apply.
+    """
+
+    def __init__(self, temperature: AttentionTemperature) -> None:
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, hidden_states: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        scale = temperature_at(position_ids, self.temperature)[..., None, None]
+        work = torch.float32 if hidden_states.device.type == "mps" else torch.float64
+        scaled = hidden_states.to(work) * scale.to(device=hidden_states.device, dtype=work)
+        return scaled.to(hidden_states.dtype)
+
+    def extra_repr(self) -> str:
+        return self.temperature.describe()
+
+
+def _log_scale_module(module: nn.Module) -> bool:
+    """Parameter-free, holding the log scaling's settings, called ``(hidden_states,
+    position_ids)``."""
+    if not all(hasattr(module, a) for a in _LOG_ATTRIBUTES):
+        return False
+    if next(module.parameters(), None) is not None or next(module.children(), None) is not None:
+        return False
+    try:
+        names = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return False
+    return names[:2] == ["hidden_states", "position_ids"]
+
+
+def _examine_log_scale(module: nn.Module) -> tuple[Replaced, nn.Module] | str:
+    alpha, floor = (getattr(module, a) for a in _LOG_ATTRIBUTES)
+    try:
+        temperature = _log_temperature(alpha, floor)
+    except (TypeError, ValueError) as exc:
+        return f"log scaling not read: {exc}"
+    starts = [0, int(floor) - 4, 2 * int(floor) - 4, 2**20]
+    positions = torch.tensor([[max(s, 0) + i for s in starts for i in range(8)]])
+    hidden = torch.ones(1, positions.shape[1], 1, 1)
+    new = TemperatureScale(temperature)
+    try:
+        with torch.no_grad():
+            theirs = module(hidden, positions)
+    except Exception as exc:  # its call is not understood
+        return f"log scaling not reproduced: {type(exc).__name__}: {exc}"
+    ours = new(hidden, positions)
+    if not isinstance(theirs, torch.Tensor) or theirs.shape != ours.shape:
+        return "log scaling not reproduced: its result has another shape"
+    worst = _difference(theirs, ours, positions, temperature, _FLOAT32_ULPS * 2.0**-23)
+    if isinstance(worst, str):
+        return worst
+    settings = ", ".join(f"{k}={v:g}" for k, v in temperature.params)
+    detail = f"{settings}, on the {temperature.scales} (max difference {worst:.2g})"
+    return Replaced("", "temperature", "log", detail, "TemperatureScale"), new
+
+
+def _log_temperature(alpha: Any, floor: Any) -> AttentionTemperature:
+    """The log scaling of a module's settings (checked: a ValueError or TypeError names them)."""
+    source = "the module's log_scaling_alpha, log_scaling_n_floor"
+    return make_temperature("log", source, alpha=alpha, n_floor=floor)
