@@ -197,7 +197,16 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       :class:`MarianPositions`), by fairseq numbering of token ids (→
       :class:`M2M100Positions`), at the given positions (→ :class:`WhisperEncoderPositions`)
       or by the input's length (MusicGen's ``(b, codebooks, s)`` ids, MusicGen-Melody's
-      ``(b, s, d)`` embeddings).
+      ``(b, s, d)`` embeddings);
+    - attention biases: T5's ``compute_bias`` and the positional part of Inkling's relative
+      logits (which distance each pair reads; the model's bank and projections stay), both
+      verified bit for bit, and the relative sinusoid tables of Conformer speech encoders;
+    - attention temperature, where the config's rope plan gives a layer one: Ministral 3's
+      and Mistral 4's ``get_llama_4_attn_scale`` (bound to posenc's in the layer's own
+      ``forward``), Llama 4's scale on its layers without RoPE (its switch off, the queries
+      scaled by posenc's where they reach the attention function), Ergo's ``qk_scale`` and
+      Inkling2-loop's log-scaling modules; verified against the model's scale on probes up to
+      2**20 (4 float32 ulps), the report naming the position where they differ.
 
     A replacement returns what the module returned, in the same form, dtype and device; it
     never calls the module. Modules that look positional (by name, or by their call) but
