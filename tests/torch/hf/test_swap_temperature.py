@@ -108,6 +108,24 @@ def test_swapped_layers_keep_their_temperature_from_posenc(model_type: str) -> N
     tiny_models.compare(original, swapped)
 
 
+@pytest.mark.parametrize(
+    ("model_type", "dtype"),
+    [("llama4_text", "float16"), ("ministral3", "bfloat16"), ("mistral4", "float16")],
+)
+def test_16_bit_models_keep_their_temperature_from_posenc(model_type: str, dtype: str) -> None:
+    """Built in 16 bits (as ``from_pretrained(dtype=)`` builds), swapped in it: verified in
+    that dtype, and within the 16-bit swap criterion of the sweep."""
+    torch_dtype = getattr(torch, dtype)
+    config = _config(model_type)
+    torch.manual_seed(0)
+    with tiny_models.default_dtype(torch_dtype):
+        original = _model_class(model_type)(config).eval()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert [r.name for r in report.replaced if r.kind == "temperature"] == MODELS[model_type][1]
+    assert tiny_models.compare_16_bits(original, swapped, torch_dtype) == []
+
+
 @pytest.mark.parametrize("model_type", BY_POSITION)
 def test_a_wrong_temperature_in_posenc_changes_the_logits(model_type, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     original, swapped, _ = build(model_type)
