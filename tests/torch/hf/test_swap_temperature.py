@@ -13,6 +13,7 @@ it, the swap must leave the layers and name the position where the scales differ
 from __future__ import annotations
 
 import copy
+import io
 import re
 from typing import Any
 
@@ -153,7 +154,23 @@ def test_a_wrong_temperature_is_named_and_left(model_type, monkeypatch) -> None:
     for left in report.left:
         assert f"temperature differs from posenc's {kind} (" in left.reason
         assert re.search(r"at position 10485(7[6-9]|8[0-3])$", left.reason)
-    assert "_posenc_temperature" not in str(vars(model.get_submodule(layers[0])).get("forward"))
+    assert "forward" not in vars(model.get_submodule(layers[0]))
+
+
+@pytest.mark.parametrize("model_type", ["llama4_text", "ministral3"])
+def test_a_saved_and_loaded_model_keeps_posenc_s_temperature(model_type: str) -> None:
+    """``torch.save`` of the whole swapped model, then ``torch.load``: the layers still take
+    their temperature from posenc (Llama 4's switch stays off, so a layer that came back
+    with the model's own ``forward`` would have none)."""
+    original, swapped, _ = build(model_type)
+    buffer = io.BytesIO()
+    torch.save(swapped, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    layer = MODELS[model_type][1][0]
+    assert _swap_temperature.temperature_swapped(loaded.get_submodule(layer))
+    assert swap_positions(loaded).already
+    tiny_models.compare(original, loaded)
 
 
 def test_swapping_twice_finds_posenc_s_temperature() -> None:

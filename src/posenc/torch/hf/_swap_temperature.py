@@ -40,7 +40,7 @@ from ..._rope.temperature import _make as make_temperature
 from .._temperature import temperature_at
 from ._report import Replaced
 
-__all__ = ["TemperatureScale", "examine_temperatures", "temperature_swapped"]
+__all__ = ["TemperatureForward", "TemperatureScale", "examine_temperatures", "temperature_swapped"]
 
 _FUNCTION = "get_llama_4_attn_scale"
 _SWITCHES = ("attn_temperature_tuning", "floor_scale", "attn_scale")
@@ -49,15 +49,38 @@ _LOG_ATTRIBUTES = ("log_scaling_alpha", "log_scaling_n_floor")
 _BUFFER = "qk_scale"
 _REGISTRY = "ALL_ATTENTION_FUNCTIONS"
 _SCALE = "posenc_query_scale"
-_MARK = "_posenc_temperature"
 #: float32 ulps of the scale its float32 formulas may be off by (a division, a log, a product)
 _FLOAT32_ULPS = 4.0
 
 
 def temperature_swapped(module: nn.Module) -> bool:
     """Whether ``module``'s ``forward`` is one this swap gave it (swapped before)."""
-    method = vars(module).get("forward")
-    return bool(getattr(getattr(method, "__func__", None), _MARK, False))
+    return isinstance(vars(module).get("forward"), TemperatureForward)
+
+
+class TemperatureForward:
+    """The ``forward`` a swapped attention layer runs: the model's code with posenc's
+    temperature (see the module docstring), called on ``module``.
+
+    It is rebuilt from the layer's class, the temperature and the form when the model is
+    copied or pickled (``torch.save`` of a whole model): a bound method would come back as
+    the class's ``forward``, without posenc's temperature (and, for Llama 4, with the
+    model's switched off).
+    """
+
+    def __init__(self, module: nn.Module, temperature: AttentionTemperature, form: str) -> None:
+        self.module, self.temperature, self.form = module, temperature, form
+        function = type(module).forward
+        if form == "function":
+            self.function = rebound(function, {_FUNCTION: _scale_function(temperature)})
+        else:
+            self.function = _switch_forward(function, temperature)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(self.module, *args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TemperatureForward, (self.module, self.temperature, self.form))
 
 
 def examine_temperatures(model: nn.Module) -> dict[str, tuple[Replaced, nn.Module] | str]:
@@ -241,7 +264,6 @@ def _switch_forward(function: Any, temperature: AttentionTemperature, registry: 
         kwargs[_SCALE] = temperature_at(positions, temperature).view(1, 1, -1, 1)
         return inner(self, hidden_states, *args, **kwargs)
 
-    setattr(forward, _MARK, True)
     return forward
 
 
@@ -264,15 +286,10 @@ def _scale_function(temperature: AttentionTemperature) -> Callable[..., torch.Te
 
 
 def _replacement(module: nn.Module, temperature: AttentionTemperature, form: str) -> nn.Module:
-    function = type(module).forward
     new = _copy(module)
-    if form == "function":
-        method = rebound(function, {_FUNCTION: _scale_function(temperature)})
-        setattr(method, _MARK, True)
-    else:
+    if form == "switch":
         vars(new)[_SWITCHES[0]] = False
-        method = _switch_forward(function, temperature)
-    vars(new)["forward"] = types.MethodType(method, new)
+    vars(new)["forward"] = TemperatureForward(new, temperature, form)
     return new
 
 
