@@ -173,6 +173,20 @@ def test_a_saved_and_loaded_model_keeps_posenc_s_temperature(model_type: str) ->
     tiny_models.compare(original, loaded)
 
 
+def test_a_compiled_layer_keeps_posenc_s_temperature() -> None:
+    """Under ``torch.compile`` a swapped layer runs eagerly (dynamo reads the globals of the
+    model's code from its module, and would trace the model's own temperature: none for
+    Llama 4, whose switch is off): compiled, it gives the original layer's output."""
+    original, swapped, _ = build("llama4_text")
+    name = MODELS["llama4_text"][1][0]
+    theirs, ours = original.get_submodule(name), swapped.get_submodule(name)
+    hidden = torch.randn(1, 12, 64, generator=torch.Generator().manual_seed(0))  # scale to 1.55
+    compiled = torch.compile(ours, backend="eager")
+    with torch.no_grad():
+        expected, got = theirs(hidden, None, None)[0], compiled(hidden, None, None)[0]
+    tiny_models.assert_close_ulp(got, expected, ulps=8, what="attention output")
+
+
 def test_swapping_twice_finds_posenc_s_temperature() -> None:
     _, swapped, _ = build("llama4_text")
     again = swap_positions(copy.deepcopy(swapped))

@@ -76,6 +76,10 @@ class TemperatureForward:
         else:
             self.function = _switch_forward(function, temperature)
 
+    # torch.compile runs the layer eagerly (a graph break on each side): dynamo reads the
+    # globals of the model's code from its module, not from the function's own, and would
+    # trace the model's temperature (none at all for Llama 4, whose switch is off)
+    @torch.compiler.disable  # type: ignore[untyped-decorator]
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(self.module, *args, **kwargs)
 
