@@ -142,6 +142,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "index_num_local_tokens": 4,
         "index_num_sink_tokens": 2,
     },
+    # Inkling2 (5.24 on) and Inkling2-loop (5.25): the logits cover unpadded_vocab_size
+    # tokens, which generation then embeds
+    "inkling2_text": {"unpadded_vocab_size": 128},
+    "inkling2_loop_text": {"unpadded_vocab_size": 128},
     # hybrids: one attention layer (their defaults have none in the first two layers); their
     # Mamba-2 layers sized like the rest (by default 128 heads, a state of 256 and chunks of 256
     # tokens, which the CPU path pads every input to: seconds per call)
@@ -523,12 +527,27 @@ class DoubledTable(_Wrapper):
         return self.inner._encode(name, 2 * (torch.as_tensor(positions) + offset), 0, *rest)
 
 
+class DoubledDistances(_Wrapper):
+    """A relative-logits module fed doubled positions (or distances, and position ids)."""
+
+    def forward(self, states: Any, *positions: Any) -> Any:
+        return self.inner(states, *(2 * p for p in positions))
+
+
+#: the replacements of relative logits, which :func:`control` feeds doubled distances
+RELATIVE_LOGITS = ("RelativeLogitsPositions", "RelativeBiasPositions")
+
+
 def control(swapped: Any, report: SwapReport) -> Any:
-    """A copy of ``swapped`` whose replaced modules (rotary or absolute) see doubled
-    positions: the comparisons must tell it from the original."""
+    """A copy of ``swapped`` whose replaced modules (rotary, absolute or relative logits) see
+    doubled positions: the comparisons must tell it from the original."""
     out = doubled(swapped, [r.name for r in report.replaced if r.kind == "rotary"])
     for record in report.replaced:
         if record.kind == "absolute":
             module = out.get_submodule(record.name)
             module.sinusoidal = DoubledTable(module.sinusoidal)
+        elif record.replacement in RELATIVE_LOGITS:
+            parent, _, child = record.name.rpartition(".")
+            holder = out.get_submodule(parent)
+            setattr(holder, child, DoubledDistances(getattr(holder, child)))
     return out

@@ -30,7 +30,7 @@ from posenc.torch.hf import (  # noqa: E402
     MarianPositions,
     swap_positions,
 )
-from tests.tolerance import assert_close_float32_recipe  # noqa: E402
+from tests.tolerance import assert_close_float32_recipe, assert_close_ulp  # noqa: E402
 
 PAD = 1
 IDS = torch.tensor([[5, 6, 7, 8, 9], [PAD, PAD, 7, 8, 9]])
@@ -238,3 +238,34 @@ def test_gptj_and_codegen_rotary_modules_of_the_installed_release_are_swapped():
         original, swapped, report = tiny_models.build_pair(model_type)
         assert report.names == ["transformer.rotary_emb"], str(report)
         tiny_models.compare(original, swapped)
+
+
+def test_hy_v4_vl_text_model_is_swapped_with_its_interleaved_sections():
+    """HY-V4-VL (transformers 5.24 on): M-RoPE in interleaved pairs, sections [12, 10, 10], on
+    the 64 rope channels of its latent attention; swapped, the text model gives the same
+    hidden states on (t, h, w) ids that differ between the axes, and doubled ids do not."""
+    from tests.torch import tiny_models
+
+    config_class = getattr(transformers, "HYV4VLTextConfig", None)
+    if config_class is None:
+        pytest.skip(f"transformers {transformers.__version__} has no HY-V4-VL")
+    small = tiny_models._shrunk(config_class().to_dict())
+    small |= {"qk_rope_head_dim": 64, "qk_nope_head_dim": 16, "v_head_dim": 16, "pad_token_id": 0}
+    torch.manual_seed(0)
+    original = transformers.HYV4VLTextModel(config_class(**small)).eval()
+    swapped = copy.deepcopy(original)
+    report = swap_positions(swapped)
+    assert report.names == ["rotary_emb"], str(report)
+    assert "sections=[12, 10, 10], order='interleaved'" in report.replaced[0].detail
+    ids = torch.randint(2, 128, (1, 12), generator=torch.Generator().manual_seed(1))
+    steps = torch.arange(12)
+    positions = torch.stack([steps, steps // 2, steps % 3])[:, None]  # (3, b, s)
+
+    def hidden(model):
+        with torch.no_grad():
+            return model(input_ids=ids, position_ids=positions).last_hidden_state
+
+    expected = hidden(original)
+    assert_close_ulp(hidden(swapped), expected, ulps=tiny_models.MODEL_ULPS, what="hidden states")
+    control = hidden(tiny_models.doubled(swapped, report.names))
+    assert float((control - expected).abs().max()) > 1e-3

@@ -33,6 +33,7 @@ from .dense import deberta_buckets, position_tensor, transformers_deberta_bucket
 __all__ = [
     "deberta_relative_positions",
     "disentangled_scores",
+    "logits_at_distances",
     "relative_key_index",
     "relative_key_scores",
     "relative_logits",
@@ -244,10 +245,16 @@ def relative_logits(curves: torch.Tensor, query_positions: Any, key_positions: A
             f"query_positions must give one position per row of curves (q = {q}), got "
             f"{query.shape[0]}"
         )
-    distance = query[:, None] - key[None, :]
+    return logits_at_distances(values, query[:, None] - key[None, :])
+
+
+def logits_at_distances(curves: torch.Tensor, distance: torch.Tensor) -> torch.Tensor:
+    """:func:`relative_logits` at a given ``(q, k)`` integer map of query − key distances (the
+    form Inkling2-loop's layers are handed); no checks (the callers' own)."""
+    extent = int(curves.shape[-1])
     inside = (distance >= 0) & (distance < extent)
-    index = distance.clamp(0, extent - 1).expand(*values.shape[:-2], q, key.shape[0])
-    result: torch.Tensor = values.gather(-1, index).masked_fill(~inside, 0.0)
+    index = distance.clamp(0, extent - 1).expand(*curves.shape[:-2], *distance.shape[-2:])
+    result: torch.Tensor = curves.gather(-1, index).masked_fill(~inside, 0.0)
     return result
 
 

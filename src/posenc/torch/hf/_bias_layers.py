@@ -1,10 +1,16 @@
-"""The Hugging Face drop-in for the relative sinusoid tables of Conformer speech encoders.
+"""The Hugging Face drop-ins for attention biases that are modules.
 
 :class:`RelativeSinusoidPositions` takes the call of Wav2Vec2-Conformer's
 ``Wav2Vec2ConformerRelPositionalEmbedding``, FastSpeech2-Conformer's
 ``FastSpeech2ConformerRelPositionalEncoding`` or Parakeet's
 ``ParakeetEncoderRelPositionalEncoding`` and returns the same table, computed by posenc's
 float64 core and rounded once (see :func:`posenc.relative_sinusoid_table`).
+
+:class:`RelativeLogitsPositions` and :class:`RelativeBiasPositions` take over the positional
+part of Inkling's content-conditioned relative logits (which distance each query and key pair
+reads, and the cut-off past the extent: :func:`posenc.torch.relative_logits`), keeping the
+model's own parameters and projections (``swap_positions`` builds them; they share the
+replaced module's parameters, under the same names, so checkpoints load as before).
 """
 
 from __future__ import annotations
@@ -16,10 +22,16 @@ import torch
 from torch import nn
 
 from ..._checks import check_base, check_int
+from .._bias.relative_terms import logits_at_distances, relative_logits
 from .._checks import check_dtype
 from .._sinusoidal import SinusoidalPositionalEncoding
 
-__all__ = ["RelativeOutput", "RelativeSinusoidPositions"]
+__all__ = [
+    "RelativeBiasPositions",
+    "RelativeLogitsPositions",
+    "RelativeOutput",
+    "RelativeSinusoidPositions",
+]
 
 RelativeOutput = Literal["shared", "batched", "scaled"]
 _OUTPUTS = ("shared", "batched", "scaled")
@@ -106,3 +118,68 @@ class RelativeSinusoidPositions(nn.Module):
 
     def extra_repr(self) -> str:
         return f"embedding_dim={self.embedding_dim}, output={self.output!r}"
+
+
+class RelativeLogitsPositions(nn.Module):
+    """Replaces the relative-logits modules of Inkling and Inkling2 (transformers'
+    ``InklingRelativeLogits``, ``Inkling2RelativeLogits``).
+
+    ``forward(relative_states, query_positions, key_positions)``: ``relative_states`` ``(b, q,
+    heads, d_rel)`` mix the bank ``proj`` ``(d_rel, extent)`` into one profile per query and
+    head; :func:`posenc.torch.relative_logits` reads each pair's distance from it, 0 outside
+    ``0 <= query − key < extent``. Returns ``(b, heads, q, k)`` in the states' dtype.
+
+    Args:
+        proj: the model's bank (the parameter itself, shared), registered as ``name``.
+        name: the parameter's name in the replaced module (``"proj"``).
+    """
+
+    def __init__(self, proj: nn.Parameter, name: str = "proj") -> None:
+        super().__init__()
+        self.register_parameter(name, proj)
+        self._bank = name
+
+    def forward(
+        self, relative_states: torch.Tensor, query_positions: Any, key_positions: Any
+    ) -> torch.Tensor:
+        curves = (relative_states @ getattr(self, self._bank)).transpose(1, 2)
+        return relative_logits(curves, query_positions, key_positions)
+
+    def extra_repr(self) -> str:
+        d_rel, extent = getattr(self, self._bank).shape
+        return f"d_rel={d_rel}, extent={extent}"
+
+
+class RelativeBiasPositions(nn.Module):
+    """Replaces Inkling2-loop's relative position bias (transformers 5.25's
+    ``Inkling2LoopRelativePositionBias``), keeping its projection ``linear``, its norm ``norm``
+    (with the model's log scaling of the states) and its bank ``proj``.
+
+    ``forward(hidden_states, relative_distance, position_ids)``: per-head states from
+    ``linear`` and ``norm``, mixed by ``proj`` into one profile per query and head, read at the
+    given ``(q, k)`` distances (query − key) as :func:`posenc.torch.relative_logits` reads
+    them, 0 outside ``0 <= distance < extent``. Returns ``(b, heads, q, k)``.
+
+    Args:
+        module: the module replaced; its ``linear``, ``norm``, ``proj`` and ``num_heads``
+            are taken (shared, under the same names).
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.num_heads = int(module.num_heads)  # type: ignore[arg-type]
+        self.linear: nn.Module = module.linear  # type: ignore[assignment]
+        self.norm: nn.Module = module.norm  # type: ignore[assignment]
+        self.proj: nn.Parameter = module.proj  # type: ignore[assignment]
+
+    def forward(
+        self, hidden_states: torch.Tensor, relative_distance: torch.Tensor, position_ids: Any
+    ) -> torch.Tensor:
+        states = self.linear(hidden_states)
+        states = self.norm(states.view(*hidden_states.shape[:-1], self.num_heads, -1), position_ids)
+        curves = (states @ self.proj).transpose(1, 2)
+        return logits_at_distances(curves, relative_distance.to(torch.int64))
+
+    def extra_repr(self) -> str:
+        d_rel, extent = self.proj.shape
+        return f"num_heads={self.num_heads}, d_rel={d_rel}, extent={extent}"

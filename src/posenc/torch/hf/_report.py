@@ -14,8 +14,11 @@ class Replaced:
 
     Attributes:
         name: its qualified name in the model (``"model.rotary_emb"``).
-        kind: ``"rotary"`` (RoPE cos/sin or phasors), ``"absolute"`` (a sinusoidal table) or
-            ``"bias"`` (an attention bias: T5's ``compute_bias``, a relative sinusoid table).
+        kind: ``"rotary"`` (RoPE cos/sin or phasors), ``"absolute"`` (a sinusoidal table),
+            ``"bias"`` (an attention bias: T5's ``compute_bias``, a relative sinusoid table,
+            relative logits) or ``"temperature"`` (an attention layer's position-dependent
+            scale, whose kind is the layout: ``"llama4"``, ``"llama4_beta"``, ``"log"``,
+            ``"constant"``).
         layout: how the values are laid out: for RoPE ``"half"``, ``"interleaved"``,
             ``"columns"`` (one column per pair), ``"columns_sin_first"`` (the same, returned
             ``(sin, cos)``) or ``"complex"``; for tables the convention

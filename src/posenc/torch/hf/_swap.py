@@ -15,6 +15,7 @@ from ._examine_tables import examine_computed, examine_table, rotary_of_table
 from ._probe import rotary_call
 from ._report import Left, Replaced, SwapReport
 from ._swap_bias import examine_biases
+from ._swap_temperature import examine_temperatures, temperature_swapped
 from ._timestamps import examine_timestamps
 from ._version import check_transformers
 
@@ -127,6 +128,13 @@ def _learned(module: nn.Module) -> str | None:
     return f"learned table (trainable parameters {names}, not a sinusoidal table)"
 
 
+def _shares_children(old: nn.Module, new: nn.Module) -> bool:
+    """Whether ``new`` holds ``old``'s submodules themselves (a replacement keeping the
+    model's projections: what is swapped below them is swapped in both)."""
+    mine = [id(m) for m in old.children()]
+    return bool(mine) and sorted(mine) == sorted(id(m) for m in new.children())
+
+
 def _swap(model: nn.Module, strict: bool) -> SwapReport:
     """See :func:`swap_positions`."""
     plan: list[tuple[nn.Module, str, nn.Module]] = []
@@ -135,23 +143,27 @@ def _swap(model: nn.Module, strict: bool) -> SwapReport:
     already: list[str] = []
     skip: list[str] = []
     biases = examine_biases(model)  # attention biases, one walk (see _swap_bias)
+    temperatures = examine_temperatures(model)  # attention layers (see _swap_temperature)
     for parent_name, parent in model.named_modules():
         if any(parent_name == s or parent_name.startswith(s + ".") for s in skip):
             continue
         for child_name, child in parent.named_children():
             name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if _is_posenc(child) or name in biases.already:
+            if _is_posenc(child) or name in biases.already or temperature_swapped(child):
                 already.append(name)
                 skip.append(name)
                 continue
-            found: Any = biases.found.get(name) or _examine(child_name, child)
+            found: Any = (
+                biases.found.get(name) or temperatures.get(name) or _examine(child_name, child)
+            )
             if isinstance(found, str):
                 left.append(Left(name, found))
             elif found is not None:
                 record, new = found
                 replaced.append(dataclasses.replace(record, name=name))
                 plan.append((parent, child_name, new))
-                skip.append(name)
+                if isinstance(new, type(child)) or not _shares_children(child, new):
+                    skip.append(name)  # else its children, the replacement's, are examined
     report = SwapReport(tuple(replaced), tuple(left), tuple(already))
     if strict and left:
         raise ValueError(f"swap_positions(strict=True) left positional modules in place:\n{report}")
@@ -192,7 +204,16 @@ def swap_positions(model: nn.Module, *, strict: bool = False) -> SwapReport:
       :class:`MarianPositions`), by fairseq numbering of token ids (→
       :class:`M2M100Positions`), at the given positions (→ :class:`WhisperEncoderPositions`)
       or by the input's length (MusicGen's ``(b, codebooks, s)`` ids, MusicGen-Melody's
-      ``(b, s, d)`` embeddings).
+      ``(b, s, d)`` embeddings);
+    - attention biases: T5's ``compute_bias`` and the positional part of Inkling's relative
+      logits (which distance each pair reads; the model's bank and projections stay), both
+      verified bit for bit, and the relative sinusoid tables of Conformer speech encoders;
+    - attention temperature, where the config's rope plan gives a layer one: Ministral 3's
+      and Mistral 4's ``get_llama_4_attn_scale`` (bound to posenc's in the layer's own
+      ``forward``), Llama 4's scale on its layers without RoPE (its switch off, the queries
+      scaled by posenc's where they reach the attention function), Ergo's ``qk_scale`` and
+      Inkling2-loop's log-scaling modules; verified against the model's scale on probes up to
+      2**20 (4 float32 ulps), the report naming the position where they differ.
 
     A replacement returns what the module returned, in the same form, dtype and device; it
     never calls the module. Modules that look positional (by name, or by their call) but

@@ -9,6 +9,11 @@ and computes, verified, then replaced or reported.
   table); the projections stay as they are.
 - The relative sinusoid tables of Conformer speech encoders are modules: replaced by
   :class:`RelativeSinusoidPositions`.
+- Inkling's content-conditioned relative logits are modules holding a bank of profiles
+  (``proj``), called with per-query states and positions (Inkling, Inkling2) or with hidden
+  states, a distance map and position ids (Inkling2-loop): replaced by
+  :class:`RelativeLogitsPositions` / :class:`RelativeBiasPositions`, which keep the model's
+  parameters and read the distances by posenc's :func:`posenc.torch.relative_logits`.
 - ALiBi (BLOOM, MPT, Falcon) and DeBERTa's relative positions are built by functions: there is
   nothing to swap, and the report names the function and the posenc call equal to it.
 """
@@ -25,9 +30,9 @@ import torch
 from torch import nn
 
 from .._bias.dense import t5_buckets, transformers_t5_buckets
-from ._bias_layers import RelativeSinusoidPositions
+from ._bias_layers import RelativeBiasPositions, RelativeLogitsPositions, RelativeSinusoidPositions
 from ._examine_rotary import largest_difference
-from ._probe import probing
+from ._probe import forward_parameters, probing
 from ._report import Replaced
 
 __all__ = ["Biases", "bias_swapped", "built_by_function", "examine_biases"]
@@ -74,6 +79,9 @@ def _examine_bias(module: nn.Module) -> tuple[Replaced, nn.Module] | str | None:
         return _examine_t5(module)
     if _relative_candidate(module):
         return _examine_relative(module)
+    bank = _bank(module)
+    if bank is not None:
+        return _examine_logits(module, *bank)
     return None
 
 
@@ -340,6 +348,82 @@ def _compare_relative(module: nn.Module, d: int) -> tuple[Replaced, nn.Module] |
     new = RelativeSinusoidPositions(d, output=form, dropout=float(dropout))  # type: ignore[arg-type]
     detail = f"2L-1 rows, query - key, {form} (max difference {worst:.2g})"
     return Replaced("", "bias", "relative sinusoid (paper)", detail, type(new).__name__), new
+
+
+# -- Inkling's relative logits (modules holding a bank of profiles) -----------------------------
+
+# (query length, key length, query offset): the first positions, a decoding step, and keys
+# past the extent on both sides
+_LOGITS_PROBES = ((5, 5, 0), (1, 40, 39), (6, 30, 20))
+
+
+def _bank(module: nn.Module) -> tuple[str, nn.Parameter, str] | None:
+    """``(name, bank, form)`` of a relative-logits module: one 2-D parameter of its own, a
+    call of three required arguments, and no submodules (``"states"``: Inkling's) or a
+    ``linear`` and a ``norm`` (``"hidden"``: Inkling2-loop's)."""
+    own = list(module.named_parameters(recurse=False))
+    if len(own) != 1 or own[0][1].dim() != 2:
+        return None
+    params = forward_parameters(module)
+    required = [p for p in params or () if p.default is inspect.Parameter.empty and p.kind <= 2]
+    if len(required) != 3:
+        return None
+    children = dict(module.named_children())
+    if not children:
+        return own[0][0], own[0][1], "states"
+    linear = children.get("linear")
+    if set(children) == {"linear", "norm"} and isinstance(linear, nn.Linear):
+        heads = getattr(module, "num_heads", None)
+        return (own[0][0], own[0][1], "hidden") if isinstance(heads, int) else None
+    return None
+
+
+def _logits_inputs(
+    module: nn.Module, bank: nn.Parameter, form: str, probe: tuple[int, int, int]
+) -> tuple[Any, ...]:
+    q, k, offset = probe
+    generator = torch.Generator().manual_seed(q * 1000 + k)
+    query, key = torch.arange(q) + offset, torch.arange(k)
+    device, dtype = bank.device, bank.dtype
+    if form == "states":
+        heads = 3
+        states = torch.randn(2, q, heads, bank.shape[0], generator=generator)
+        return states.to(device, dtype), query.to(device), key.to(device)
+    width = int(module.linear.in_features)  # type: ignore[union-attr, arg-type]
+    hidden = torch.randn(2, q, width, generator=generator).to(device, dtype)
+    distance = (query[:, None] - key[None, :]).to(device)
+    return hidden, distance, query.expand(2, q).to(device)
+
+
+def _examine_logits(
+    module: nn.Module, name: str, bank: nn.Parameter, form: str
+) -> tuple[Replaced, nn.Module] | str | None:
+    if bank.device.type == "meta":
+        return "relative logits on the meta device: nothing to verify them against"
+    new: nn.Module
+    new = RelativeLogitsPositions(bank, name) if form == "states" else RelativeBiasPositions(module)
+    with probing(module) as call:
+        for probe in _LOGITS_PROBES:
+            inputs = _logits_inputs(module, bank, form, probe)
+            try:
+                theirs = call(*inputs)
+            except Exception:  # not this call: not a relative-logits module
+                return None
+            ours = new(*inputs)
+            if not isinstance(theirs, torch.Tensor) or theirs.shape != ours.shape:
+                return None
+            if not torch.equal(theirs, ours):
+                where = tuple(int(i) for i in (theirs != ours).nonzero()[0])
+                return (
+                    f"relative logits differ from posenc's relative_logits at {where} "
+                    f"(query length {probe[0]}, key length {probe[1]}, offset {probe[2]})"
+                )
+    new.train(module.training)
+    d_rel, extent = bank.shape
+    call_form = "states, q, k" if form == "states" else "hidden, distance, position ids"
+    detail = f"extent {extent}, d_rel {d_rel}, called ({call_form}), equal bit for bit"
+    record = Replaced("", "bias", "relative logits (query - key)", detail, type(new).__name__)
+    return record, new
 
 
 # -- biases built by functions: reported ---------------------------------------------------------
