@@ -6,8 +6,10 @@ For each module:
   offsets (hundreds of calls); every result equals, bit for bit, the same call made one at a
   time on a fresh module. With dropout in training mode: shapes, dtypes, the kept fraction.
 - **compile**: ``torch.compile(module, fullgraph=True)``, automatic and ``dynamic=True``, over
-  four sequence lengths, in eval and training mode, equals eager (tables and additions bit for
-  bit, rotations within one unit in the last place) with at most two compilations. Dropout is
+  four sequence lengths, in eval mode and, for modules with dropout, in training mode (for the
+  others training mode changes nothing, which is held eagerly), equals eager (tables and
+  additions bit for bit, rotations within one unit in the last place) with at most two
+  compilations. Dropout is
   compared with the eager module under ``posenc.set_fast_paths(False)`` (the plain formula,
   which draws its mask like ``nn.Dropout``). Tracing-only: ``backend="eager"``.
 - **meta**: built on the meta device, then ``to_empty`` + forward equals a fresh module; an
@@ -405,10 +407,28 @@ def test_threads_training_with_dropout(name: str) -> None:
 COMPILE_LENGTHS = (5, 9, 14, 23)
 
 
+#: training mode changes only dropout (no module reads ``self.training`` otherwise, which
+#: test_training_mode_changes_nothing_without_dropout holds): compiled in training mode too
+#: where there is dropout
+COMPILE_MODES = [
+    pytest.param(name, training, dynamic, id=f"{name}-{mode}-{how}")
+    for name, case in CASES.items()
+    for training, mode in ((False, "eval"), (True, "train"))[: 2 if case.dropout else 1]
+    for dynamic, how in ((None, "automatic"), (True, "dynamic"))
+]
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c.dropout])
+def test_training_mode_changes_nothing_without_dropout(name: str) -> None:
+    case = CASES[name]
+    module = case.make()
+    for n in (1, 9, 23):
+        want = case.call(module.eval(), n, case.dtypes[0], 3, n)
+        assert _same(case.call(module.train(), n, case.dtypes[0], 3, n), want), n
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
-@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(("name", "training", "dynamic"), COMPILE_MODES)
 def test_compile_over_changing_lengths(name: str, training: bool, dynamic: bool | None) -> None:
     from torch._dynamo.utils import counters
 
