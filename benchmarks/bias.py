@@ -6,7 +6,8 @@ Run from the repository root::
     PYTHONPATH=src:. python -m benchmarks.bias [--quick]
 
 Full run: batch 1, 16 heads, q = k = 4096, head_dim 64, float32 on the CPU, causal; ``--quick``
-(and ``--smoke``): q = k = 256, eager only. Each path computes the same causal ALiBi
+(and ``--smoke``): q = k = 256, eager only, and the peak memory of the first path of each group
+only (each peak takes a fresh process of a few seconds). Each path computes the same causal ALiBi
 attention:
 
 - ``SDPA + mask``: ``bias_attn_mask(alibi_bias(16, L, L), causal=True)`` (the dense
@@ -139,7 +140,7 @@ def _dense_namespace(length: int) -> dict[str, Any]:
     return namespace
 
 
-def _dense(table: Table, length: int, repeats: int, warmup: int) -> None:
+def _dense(table: Table, length: int, repeats: int, warmup: int, quick: bool) -> None:
     """Time and peak memory of building the dense ``(16, L, L)`` bias (see the docstring)."""
     ns = _dense_namespace(length)
     reference = measure(ns["whole"], repeats=repeats, warmup=warmup)
@@ -157,13 +158,16 @@ def _dense(table: Table, length: int, repeats: int, warmup: int) -> None:
         "|---|---|---|---|",
     ]
     setup = _DENSE_SETUP.format(length=length, heads=HEADS)
+    measured_labels, unmeasured = _peak_jobs(list(DENSE_PATHS), quick)
+    names = [DENSE_PATHS[label] for label in measured_labels]
     jobs = [
         (f"{setup}\n{name}()\n", f"{name}()" if "torch" in name else f"torch.from_numpy({name}())")
-        for name in DENSE_PATHS.values()  # from_numpy: no copy
+        for name in names  # from_numpy: no copy
     ]
-    for label, measured in zip(DENSE_PATHS, torch_peaks(jobs), strict=True):
+    for label, measured in zip(measured_labels, torch_peaks(jobs), strict=True):
         peak, out = measured["peak"], measured["result"]
         lines.append(f"| {label} | {out / MiB:.1f} | {peak / MiB:.1f} | {peak / out:.2f} |")
+    lines += [unmeasured] if unmeasured else []
     table.note("\n".join(lines))
 
 
@@ -207,11 +211,19 @@ def run(table: Table, *, quick: bool = False) -> None:
         timing = reference if name == "sdpa_mask" else measure(ns[name], repeats=repeats,
                                                                warmup=warmup)  # fmt: skip
         table.add(GROUP, f"{label} ({shape})", timing, refs={"SDPA + mask": reference})
-    table.note(_memory_note(length, paths, skipped))
-    _dense(table, length, repeats, warmup)
+    table.note(_memory_note(length, paths, skipped, quick))
+    _dense(table, length, repeats, warmup, quick)
 
 
-def _memory_note(length: int, paths: dict[str, str], skipped: list[str]) -> str:
+def _peak_jobs(labels: list[str], quick: bool) -> tuple[list[str], str]:
+    """The paths whose peak is measured (each a fresh process of a few seconds: the quick run
+    measures the first only) and the line naming the others."""
+    if not quick or len(labels) < 2:
+        return labels, ""
+    return labels[:1], f"- peak memory not measured in the quick run: {', '.join(labels[1:])}"
+
+
+def _memory_note(length: int, paths: dict[str, str], skipped: list[str], quick: bool) -> str:
     bias = HEADS * length * length * 4
     lines = [
         f"ALiBi attention, peak memory: 1 x {HEADS} heads x {length} x {length}, head_dim "
@@ -223,13 +235,15 @@ def _memory_note(length: int, paths: dict[str, str], skipped: list[str]) -> str:
     ]
     setup = _SETUP.format(length=length, heads=HEADS, head_dim=HEAD_DIM)
     # the warm-up call first: compilation and caches before the reset
-    jobs = [(f"{setup}\n{name}()\n", f"{name}()") for name in paths.values()]
-    for label, measured in zip(paths, torch_peaks(jobs), strict=True):
+    measured_labels, unmeasured = _peak_jobs(list(paths), quick)
+    jobs = [(f"{setup}\n{paths[label]}()\n", f"{paths[label]}()") for label in measured_labels]
+    for label, measured in zip(measured_labels, torch_peaks(jobs), strict=True):
         peak, out = measured["peak"], measured["result"]
         holds = "peak >= dense bias" if peak >= bias else "peak < dense bias: never held whole"
         lines.append(
             f"| {label} | {out / MiB:.1f} | {peak / MiB:.1f} | {peak / bias:.2f} | {holds} |"
         )
+    lines += [unmeasured] if unmeasured else []
     lines += [f"- skipped: {why}" for why in skipped]
     return "\n".join(lines)
 
