@@ -156,7 +156,8 @@ check: lint typecheck
 # The tests marked kernel_sets (comparisons with the real libraries, the Hugging Face layer and
 # the fast paths) under the CPU kernels ATen would pick on an older or plainer machine: each
 # kernel set in its own pytest process (torch reads the variable once, when it loads), the two
-# side by side, their outputs printed when both are done. An unsupported capability is refused
+# side by side, their outputs printed when both are done. Only the folders whose conftest sets
+# the marker are collected (tests/folders.py prints them), not every test module. An unsupported capability is refused
 # by torch with a warning: the line before each run prints the one torch uses.
 KERNEL_SETS := default avx2
 test-kernels: $(DEV)
@@ -164,7 +165,8 @@ test-kernels: $(DEV)
 	for set in $(KERNEL_SETS); do \
 	  ( export ATEN_CPU_CAPABILITY=$$set $(SIDE_BY_SIDE); echo "make test-kernels: ATEN_CPU_CAPABILITY=$$set" \
 	    && $(BIN)/python -c 'import torch; print("torch uses", torch.backends.cpu.get_cpu_capability())' \
-	    && $(BIN)/python $(PYTEST) -m kernel_sets ) > $$logs/$$set 2>&1 & pids="$$pids $$!"; \
+	    && $(BIN)/python $(PYTEST) -m kernel_sets $$($(BIN)/python -m tests.folders kernel_sets) \
+	  ) > $$logs/$$set 2>&1 & pids="$$pids $$!"; \
 	done; \
 	trap 'kill $$pids 2>/dev/null; rm -rf $$logs; exit 130' INT TERM; \
 	status=0; for pid in $$pids; do wait $$pid || status=1; done; \

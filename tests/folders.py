@@ -6,11 +6,17 @@
 A new test file in that folder carries them with no other edit, and the make targets select by
 marker (``make test-compat`` runs ``-m compat``, ``make test-kernels`` runs ``-m kernel_sets``).
 The markers are listed, with what selects them, in ``pyproject.toml``.
+
+``python -m tests.folders NAME`` prints the folders whose ``conftest.py`` sets ``NAME``: a run
+of ``-m kernel_sets`` (only tests of those folders carry it) collects just them, instead of
+importing every test module to deselect most of them.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,3 +37,22 @@ def marks_below(conftest: str, *names: str) -> Callable[[list[pytest.Item]], Non
                     item.add_marker(name)
 
     return pytest_collection_modifyitems
+
+
+def folders_marked(name: str, root: Path | None = None) -> list[str]:
+    """The folders below ``root`` (default: this tests folder) whose ``conftest.py`` sets the
+    marker ``name`` with :func:`marks_below`, relative to the repository root, outermost only
+    (a subfolder's tests are collected with its parent's)."""
+    tests = Path(__file__).resolve().parent if root is None else root
+    call = re.compile(r"marks_below\(__file__,([^)]*)\)")
+    found = sorted(
+        conftest.parent
+        for conftest in tests.rglob("conftest.py")
+        if any(f'"{name}"' in args for args in call.findall(conftest.read_text("utf-8")))
+    )
+    outermost = [f for f in found if not any(o in f.parents for o in found)]
+    return [f.relative_to(tests.parent).as_posix() for f in outermost]
+
+
+if __name__ == "__main__":
+    print(" ".join(folders_marked(sys.argv[1])))

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import ASKED_BY, _asked_for
-from tests.folders import marks_below
+from tests.folders import folders_marked, marks_below
 
 TESTS = Path(__file__).resolve().parents[1]
 #: folder -> the markers its conftest.py sets (what make test-compat / test-kernels / check select)
@@ -125,3 +125,21 @@ def test_slow_tests_are_handed_out_first_in_their_order(monkeypatch: pytest.Monk
     pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
     assert [item.name for item in items] == ["b", "d", "a", "c"]
     assert [item.name for item in deselected] == ["e"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("marker", ["kernel_sets", "compat", "browser"])
+def test_folders_marked_are_the_outermost_folders_that_set_the_marker(marker: str) -> None:
+    """What ``make test-kernels`` collects (``python -m tests.folders kernel_sets``): the
+    folders of ``FOLDER_MARKS`` with the marker, a subfolder inside its parent's."""
+    marked = sorted(f for f, names in FOLDER_MARKS.items() if marker in names)
+    outermost = [f for f in marked if not any(f.startswith(o + "/") for o in marked)]
+    assert folders_marked(marker) == [f"tests/{f}" for f in outermost]
+
+
+def test_folders_marked_reads_only_marks_below_calls(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "a" / "conftest.py").write_text('x = marks_below(__file__, "kernel_sets")\n')
+    (tmp_path / "a" / "b" / "conftest.py").write_text('y = marks_below(__file__, "kernel_sets")\n')
+    (tmp_path / "c" / "conftest.py").write_text('# "kernel_sets" in a comment only\n')
+    assert folders_marked("kernel_sets", tmp_path) == [f"{tmp_path.name}/a"]
