@@ -135,14 +135,22 @@ typecheck: $(DEV)
 
 # The Python 3.10 run (its own small environment, one process, NumPy only) starts first, in the
 # background, and its output is printed at the end: it keeps the second core busy while pip,
-# ruff and mypy use one. make test fails if either side failed; Ctrl-C (or SIGTERM) stops both.
+# ruff and mypy use one. The benchmark smoke run (one process, its numbers not checked) runs
+# beside the two kernel-set runs, its output printed after theirs. make test fails if any side
+# failed; Ctrl-C (or SIGTERM) stops them all.
 test:
-	@log=$$(mktemp); \
+	@log=$$(mktemp); bench=$$(mktemp); benchpid=; \
 	$(MAKE) --no-print-directory test-py310 > $$log 2>&1 & py310=$$!; \
-	trap 'kill $$py310 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory browser lint typecheck suite test-kernels bench-quick; rest=$$?; \
+	trap 'kill $$py310 $$benchpid 2>/dev/null; rm -f $$log $$bench; exit 130' INT TERM; \
+	$(MAKE) --no-print-directory browser lint typecheck suite; rest=$$?; \
+	if [ $$rest -eq 0 ]; then \
+	  $(MAKE) --no-print-directory bench-quick > $$bench 2>&1 & benchpid=$$!; \
+	  $(MAKE) --no-print-directory test-kernels; rest=$$?; \
+	  wait $$benchpid || rest=1; \
+	  echo "make test: the benchmark smoke run (beside the kernel sets):"; cat $$bench; \
+	fi; \
 	wait $$py310; status=$$?; \
-	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$log; rm -f $$log; \
+	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$log; rm -f $$log $$bench; \
 	test $$rest -eq 0 -a $$status -eq 0
 
 # The whole suite on $(WORKERS) workers (pytest-xdist): the sweep included (a bare pytest leaves
