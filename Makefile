@@ -48,7 +48,7 @@ REQUIRED_PYTHON := 3.11
 unexport PYTHONDONTWRITEBYTECODE
 .NOTPARALLEL:
 .PHONY: help demo test check test-compat test-kernels test-sweep test-py310 lint typecheck \
-	suite browser bench-quick docs clean FORCE
+	warm suite browser bench-quick docs clean FORCE
 
 help:
 	@sed -n '2,13s/^#   //p' Makefile
@@ -58,7 +58,8 @@ help:
 python_id = $(shell $(1) -c 'import platform, sys; print(platform.python_version(), sys.executable)' 2>/dev/null)
 files_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 PYTHON_ID := $(call python_id,$(PYTHON))
-VENV_GOALS := demo test check test-compat test-kernels test-sweep lint typecheck suite docs bench-quick
+VENV_GOALS := demo test check test-compat test-kernels test-sweep lint typecheck warm suite docs \
+	bench-quick
 ifneq ($(filter $(VENV_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(REQUIRED_PYTHON).%,$(firstword $(PYTHON_ID))),)
 $(error posenc's pinned environment needs Python $(REQUIRED_PYTHON), but $(PYTHON) is $(if $(PYTHON_ID),Python $(firstword $(PYTHON_ID)),not a working Python): run make $(MAKECMDGOALS) PYTHON=python$(REQUIRED_PYTHON))
@@ -135,14 +136,22 @@ typecheck: $(DEV)
 
 # The Python 3.10 run (its own small environment, one process, NumPy only) starts first, in the
 # background, and its output is printed at the end: it keeps the second core busy while pip,
-# ruff and mypy use one. The benchmark smoke run (one process, its numbers not checked) runs
-# beside the two kernel-set runs, its output printed after theirs. make test fails if any side
-# failed; Ctrl-C (or SIGTERM) stops them all.
+# ruff and mypy use one. Beside ruff and mypy, one collection of the suite (warm) compiles the
+# bytecode its imports need, once: the suite's two workers would each compile it. The benchmark
+# smoke run (one process, its numbers not checked) runs beside the two kernel-set runs, its
+# output printed after theirs. make test fails if any side failed; Ctrl-C (or SIGTERM) stops
+# them all.
 test:
-	@log=$$(mktemp); bench=$$(mktemp); benchpid=; \
+	@log=$$(mktemp); bench=$$(mktemp); benchpid=; warmpid=; \
 	$(MAKE) --no-print-directory test-py310 > $$log 2>&1 & py310=$$!; \
-	trap 'kill $$py310 $$benchpid 2>/dev/null; rm -f $$log $$bench; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory browser lint typecheck suite; rest=$$?; \
+	trap 'kill $$py310 $$benchpid $$warmpid 2>/dev/null; rm -f $$log $$bench; exit 130' INT TERM; \
+	$(MAKE) --no-print-directory browser $(DEV); rest=$$?; \
+	if [ $$rest -eq 0 ]; then \
+	  $(MAKE) --no-print-directory warm & warmpid=$$!; \
+	  $(MAKE) --no-print-directory lint typecheck; rest=$$?; \
+	  wait $$warmpid; \
+	fi; \
+	if [ $$rest -eq 0 ]; then $(MAKE) --no-print-directory suite; rest=$$?; fi; \
 	if [ $$rest -eq 0 ]; then \
 	  $(MAKE) --no-print-directory bench-quick > $$bench 2>&1 & benchpid=$$!; \
 	  $(MAKE) --no-print-directory test-kernels; rest=$$?; \
@@ -152,6 +161,11 @@ test:
 	wait $$py310; status=$$?; \
 	echo "make test: the Python 3.10 run (beside the steps above):"; cat $$log; rm -f $$log $$bench; \
 	test $$rest -eq 0 -a $$status -eq 0
+
+# One collection of the suite, nothing run: the modules it imports get their bytecode (pip
+# writes none, see PIP), so the suite's workers load it instead of each compiling it.
+warm: $(DEV)
+	@POSENC_SWEEP=1 $(BIN)/python $(PYTEST) --collect-only > /dev/null 2>&1 || true
 
 # The whole suite on $(WORKERS) workers (pytest-xdist): the sweep included (a bare pytest leaves
 # it out) and the strict docs build (tests/docs/test_site.py).
