@@ -20,6 +20,7 @@ import copy
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -413,10 +414,26 @@ def assert_same_generation(ours: Any, theirs: Any) -> None:
         assert_close_ulp(a, b, ulps=MODEL_ULPS, what="step logits")
 
 
-def compare(original: Any, swapped: Any) -> None:
-    """The swap criterion: left-padded logits and cached greedy generation agree."""
-    assert_close_ulp(logits(swapped), logits(original), ulps=MODEL_ULPS, what="logits")
-    assert_same_generation(generate(swapped), generate(original))
+@dataclass(frozen=True)
+class Outputs:
+    """A model's left-padded :func:`logits` and its greedy :func:`generate` output: computed
+    once for an original model, which every comparison (the swap's, the control's) reuses.
+    Both are deterministic (eval mode, no sampling), so reusing them changes no result."""
+
+    logits: torch.Tensor
+    generation: Any
+
+
+def outputs(model: Any) -> Outputs:
+    return Outputs(logits(model), generate(model))
+
+
+def compare(original: Any, swapped: Any, expected: Outputs | None = None) -> None:
+    """The swap criterion: left-padded logits and cached greedy generation agree
+    (``expected``: the original's :func:`outputs`, when computed before)."""
+    expected = outputs(original) if expected is None else expected
+    assert_close_ulp(logits(swapped), expected.logits, ulps=MODEL_ULPS, what="logits")
+    assert_same_generation(generate(swapped), expected.generation)
 
 
 #: k of :func:`tolerance_16_bits`.
@@ -447,15 +464,19 @@ def _top2_margin(step: torch.Tensor) -> torch.Tensor:
     return top[..., 0] - top[..., 1]
 
 
-def compare_16_bits(original: Any, swapped: Any, dtype: Any) -> list[str]:
+def compare_16_bits(
+    original: Any, swapped: Any, dtype: Any, expected: Outputs | None = None
+) -> list[str]:
     """The 16-bit swap criterion; returns the near-ties it did not fail.
 
     Left-padded logits within :func:`tolerance_16_bits`; cached greedy generation: while a
     row's tokens agree, its step logits within the bound and its next token equal wherever
     the original's top-2 margin exceeds the bound; a different token at a smaller margin is a
     near-tie (listed, and the row is compared no further: its prefixes now differ).
+    ``expected``: the original's :func:`outputs`, when computed before.
     """
-    reference = logits(original)
+    expected = outputs(original) if expected is None else expected
+    reference = expected.logits
     bound = tolerance_16_bits(dtype, reference)
     largest = float(reference.float().abs().max())
 
@@ -464,7 +485,7 @@ def compare_16_bits(original: Any, swapped: Any, dtype: Any) -> list[str]:
         assert_close_ulp(ours, theirs, ulps=K_16_BITS, dtype=dtype, scale=largest, what=what)
 
     within_bound(logits(swapped), reference, "left-padded logits")
-    ours, theirs = generate(swapped), generate(original)
+    ours, theirs = generate(swapped), expected.generation
     # (b, s), or MusicGen's (b, codebooks, s): one row per row of step logits
     mine, their = (g.sequences.reshape(-1, g.sequences.shape[-1]) for g in (ours, theirs))
     start = mine.shape[1] - NEW_TOKENS

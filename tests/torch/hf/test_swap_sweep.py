@@ -124,7 +124,7 @@ def rotary_modules(model: Any) -> dict[str, str]:
 
 def _build(
     model_type: str, dtype: Any = None, outcomes: dict[str, str] = OUTCOMES, key: str = ""
-) -> tuple[Any, Any, Any, torch.Tensor]:
+) -> tuple[Any, Any, Any, tiny_models.Outputs]:
     named = str(dtype).removeprefix("torch.")
     key, where = key or model_type, "" if dtype is None else f" in {named} on the CPU"
     try:
@@ -133,12 +133,11 @@ def _build(
         outcomes[key] = f"not built{where}: {short(exc)}"
         pytest.skip(outcomes[key])
     try:
-        reference = tiny_models.logits(original)
-        tiny_models.generate(original)
+        reference = tiny_models.outputs(original)  # once: every comparison reuses them
     except Exception as exc:
         outcomes[key] = f"not run{where} with the test's inputs: {short(exc)}"
         pytest.skip(outcomes[key])
-    if dtype is not None and not bool(reference.isfinite().all()):
+    if dtype is not None and not bool(reference.logits.isfinite().all()):
         outcomes[key] = f"not run{where}: its own logits are not finite"
         pytest.skip(outcomes[key])
     return original, swapped, report, reference
@@ -215,9 +214,9 @@ def _check(model_type: str, original: Any, swapped: Any, report: Any, reference:
         f"{model_type}: nothing swapped\n{report}"
     )
     if report.replaced:
-        tiny_models.compare(original, swapped)
+        tiny_models.compare(original, swapped, reference)
         control = tiny_models.logits(tiny_models.control(swapped, report))
-        assert float((control - reference).abs().max()) > 1e-3, "the control changed nothing"
+        assert float((control - reference.logits).abs().max()) > 1e-3, "the control changed nothing"
     OUTCOMES[model_type] = _left_as_expected(model_type, swapped, report)
 
 
@@ -247,10 +246,10 @@ def _left_as_expected(model_type: str, swapped: Any, report: Any, bits: int = 32
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_swap_keeps_every_causal_lm_within_one_ulp_in_16_bits(model_type: str, dtype: str) -> None:
     key, torch_dtype = f"{model_type} {dtype}", getattr(torch, dtype)
-    original, swapped, report, _ = _build(model_type, torch_dtype, OUTCOMES_16, key)
+    original, swapped, report, reference = _build(model_type, torch_dtype, OUTCOMES_16, key)
     OUTCOMES_16[key] = "failed"
     try:
-        OUTCOMES_16[key] = _check_16_bits(model_type, original, swapped, report, dtype)
+        OUTCOMES_16[key] = _check_16_bits(model_type, original, swapped, report, dtype, reference)
     except AssertionError as exc:
         if not _gap(model_type):
             raise
@@ -258,17 +257,24 @@ def test_swap_keeps_every_causal_lm_within_one_ulp_in_16_bits(model_type: str, d
         pytest.skip(f"not covered in transformers {transformers.__version__}: {exc}")
 
 
-def _check_16_bits(model_type: str, original: Any, swapped: Any, report: Any, dtype: str) -> str:
+def _check_16_bits(
+    model_type: str,
+    original: Any,
+    swapped: Any,
+    report: Any,
+    dtype: str,
+    reference: tiny_models.Outputs,
+) -> str:
     key, torch_dtype = f"{model_type} {dtype}", getattr(torch, dtype)
     control_note = ""
     assert report.replaced or model_type not in MUST_SWAP, (
         f"{model_type}: nothing swapped\n{report}"
     )
     if report.replaced:
-        NEAR_TIES[key] = tiny_models.compare_16_bits(original, swapped, torch_dtype)
+        NEAR_TIES[key] = tiny_models.compare_16_bits(original, swapped, torch_dtype, reference)
         control = tiny_models.control(swapped, report)
         try:
-            tiny_models.compare_16_bits(original, control, torch_dtype)
+            tiny_models.compare_16_bits(original, control, torch_dtype, reference)
         except AssertionError:
             pass  # the comparison tells the control from the original
         else:
