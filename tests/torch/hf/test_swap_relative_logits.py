@@ -73,3 +73,38 @@ def test_relative_logits_whose_distances_differ_are_left_with_the_place() -> Non
     reason = left["model.layers.0.self_attn.rel_logits_proj"]
     assert reason.startswith("relative logits differ from posenc's relative_logits at (")
     assert "(query length 5, key length 5, offset 0)" in reason
+
+
+class _Norm(torch.nn.Module):  # type: ignore[misc]
+    def forward(self, states: torch.Tensor, position_ids: Any) -> torch.Tensor:
+        return states
+
+
+class _HiddenBias(torch.nn.Module):  # type: ignore[misc]
+    """Inkling2-loop's form (hidden states, a (q, k) distance map, position ids) with its bank
+    under another name than ``proj``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_heads = 2
+        self.linear = torch.nn.Linear(8, 2 * 3)
+        self.norm = _Norm()
+        self.bank = torch.nn.Parameter(torch.randn(3, 5))
+
+    def forward(self, hidden: torch.Tensor, distance: torch.Tensor, position_ids: Any) -> Any:
+        states = self.norm(self.linear(hidden).view(*hidden.shape[:-1], 2, -1), position_ids)
+        curves = (states @ self.bank).transpose(1, 2)
+        inside = (distance >= 0) & (distance < 5)
+        index = distance.clamp(0, 4).expand(*curves.shape[:-2], *distance.shape)
+        return curves.gather(-1, index).masked_fill(~inside, 0.0)
+
+
+def test_a_bank_under_another_name_is_swapped_under_that_name() -> None:
+    """The bank is the module's one 2-D parameter, whatever its name: the replacement holds
+    it under that name (it read ``proj`` and raised AttributeError, failing the whole swap)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_HiddenBias())
+    swapped = copy.deepcopy(model)
+    report = swap_positions(swapped)
+    assert [r.replacement for r in report.replaced] == ["RelativeBiasPositions"], str(report)
+    assert dict(swapped.named_parameters()).keys() == dict(model.named_parameters()).keys()

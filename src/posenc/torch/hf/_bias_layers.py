@@ -161,25 +161,28 @@ class RelativeBiasPositions(nn.Module):
     them, 0 outside ``0 <= distance < extent``. Returns ``(b, heads, q, k)``.
 
     Args:
-        module: the module replaced; its ``linear``, ``norm``, ``proj`` and ``num_heads``
-            are taken (shared, under the same names).
+        module: the module replaced; its ``linear``, ``norm`` and ``num_heads`` are taken
+            (shared, under the same names).
+        proj: its bank (the parameter itself, shared), registered as ``name``.
+        name: the bank's name in the replaced module (``"proj"``).
     """
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, proj: nn.Parameter, name: str = "proj") -> None:
         super().__init__()
         self.num_heads = int(module.num_heads)  # type: ignore[arg-type]
         self.linear: nn.Module = module.linear  # type: ignore[assignment]
         self.norm: nn.Module = module.norm  # type: ignore[assignment]
-        self.proj: nn.Parameter = module.proj  # type: ignore[assignment]
+        self.register_parameter(name, proj)
+        self._bank = name
 
     def forward(
         self, hidden_states: torch.Tensor, relative_distance: torch.Tensor, position_ids: Any
     ) -> torch.Tensor:
         states = self.linear(hidden_states)
         states = self.norm(states.view(*hidden_states.shape[:-1], self.num_heads, -1), position_ids)
-        curves = (states @ self.proj).transpose(1, 2)
+        curves = (states @ getattr(self, self._bank)).transpose(1, 2)
         return logits_at_distances(curves, relative_distance.to(torch.int64))
 
     def extra_repr(self) -> str:
-        d_rel, extent = self.proj.shape
+        d_rel, extent = getattr(self, self._bank).shape
         return f"num_heads={self.num_heads}, d_rel={d_rel}, extent={extent}"

@@ -401,7 +401,11 @@ def _examine_logits(
     if bank.device.type == "meta":
         return "relative logits on the meta device: nothing to verify them against"
     new: nn.Module
-    new = RelativeLogitsPositions(bank, name) if form == "states" else RelativeBiasPositions(module)
+    new = (
+        RelativeLogitsPositions(bank, name)
+        if form == "states"
+        else RelativeBiasPositions(module, bank, name)
+    )
     with probing(module) as call:
         for probe in _LOGITS_PROBES:
             inputs = _logits_inputs(module, bank, form, probe)
