@@ -331,3 +331,37 @@ def test_an_evaluation_that_runs_too_long_is_stopped(
     onnx.save(model, str(path))
     with pytest.raises(ValueError, match=r"evaluating the rotary part took more than 0.3 s"):
         audit(QWEN25_YARN, path)
+
+
+def test_stored_caches_in_external_data_are_read_from_the_model_s_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache stored beside the model (external data) is read from the model's folder, never
+    from the working directory (it was: from elsewhere it could not be read, and a decoy file
+    of that name in the working directory would have been read instead)."""
+    cos, sin = caches(QWEN25_YARN)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = graph(folder / "m.onnx", cos, sin)
+    model = onnx.load(str(path))
+    onnx.save(model, str(path), save_as_external_data=True, location="data.bin",
+              size_threshold=0)  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert audit(QWEN25_YARN, path).passed
+    (elsewhere / "data.bin").write_bytes(np.zeros(4096 * 32 * 2, np.float32).tobytes())  # a decoy
+    assert audit(QWEN25_YARN, path).passed
+
+
+def test_a_named_pipe_or_a_folder_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        audit(QWEN25_YARN, fifo)
+    folder = tmp_path / "folder.onnx"
+    folder.mkdir()
+    with pytest.raises((ValueError, OSError), match=r"is a directory, expected an \.onnx file"):
+        audit(QWEN25_YARN, folder)

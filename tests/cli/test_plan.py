@@ -208,8 +208,26 @@ def test_max_bytes_is_checked_before_reading(
 
 
 def test_a_file_longer_than_it_says_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """A device is refused before it is opened (a FIFO would block the read until a writer
+    comes); the bounded read itself still stops at --max-bytes on a source that never ends."""
+    from posenc._io.config_file import _read_bounded
+    from posenc._io.files import FileError
+
     err = one_error(["plan", "/dev/zero", "--max-bytes", "1k"], capsys)
-    assert "more than --max-bytes (1,024 bytes)" in err
+    assert "/dev/zero is a character device, not a regular file" in err
+    with pytest.raises(FileError, match=r"more than --max-bytes \(1,024 bytes\)"):
+        _read_bounded(Path("/dev/zero"), 1024)
+
+
+def test_a_named_pipe_is_refused_without_blocking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    err = one_error(["plan", str(fifo)], capsys)
+    assert "is a FIFO (named pipe), not a regular file" in err
 
 
 def test_unknown_layer_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

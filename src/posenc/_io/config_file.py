@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .files import FileError, check_exists
+from .files import FileError, check_regular_file
 from .sizes import format_size
 
 __all__ = ["MAX_DEPTH", "read_config_file"]
@@ -20,9 +20,7 @@ _CHUNK = 1 << 20  # bytes read at a time
 
 def read_config_file(path: Path, max_bytes: int) -> dict[str, Any]:
     """The JSON object in ``path``, read at most ``max_bytes``; one-line errors naming it."""
-    check_exists(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, expected a config.json file")
+    check_regular_file(path, expected="a config.json file")
     size = path.stat().st_size
     if size > max_bytes:
         raise FileError(

@@ -28,7 +28,6 @@ import json
 import math
 import os
 import re
-import stat
 import struct
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -39,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
-from .files import FileError, check_exists
+from .files import FileError, check_regular_file
 from .sizes import format_size
 
 __all__ = [
@@ -568,12 +567,8 @@ def _open(path: Path, stack: contextlib.ExitStack, max_bytes: int) -> _Source:
 
 def _check_path(path: Path) -> None:
     """A regular, non-empty file with one of :data:`SUFFIXES`."""
-    check_exists(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, expected a file")
-    kind = _special_kind(path)
-    if kind:  # before its size (0) is read as empty, or a read that never ends
-        raise FileError(f"{path} is {kind}, not a regular file: save the table to a file")
+    # before its size (0) is read as empty, or a read that never ends
+    check_regular_file(path, advice="save the table to a file")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise FileError(
@@ -581,20 +576,6 @@ def _check_path(path: Path) -> None:
         )
     if path.stat().st_size == 0:
         raise FileError(f"{path} is empty (0 bytes)")
-
-
-def _special_kind(path: Path) -> str:
-    """``"a FIFO"``, ``"a character device"``, ... for what is not a regular file; ``""``."""
-    mode = path.stat().st_mode
-    for test, kind in (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return ""
 
 
 def _shape_of(source: _Source) -> Callable[[str], tuple[int, ...] | None]:

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._features import PairLayout
-from .._io.files import FileError, check_exists
+from .._io.files import FileError, check_regular_file
 from .._rope.plan import RopeLayer
 from ._forms import Form
 from ._subjects import FormSubject
@@ -180,9 +180,7 @@ def read_gguf(path: Path) -> GGUFInfo:
             "posenc, pip install '.[audit]')"
         ) from None
 
-    check_exists(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, expected a .gguf file")
+    check_regular_file(path, expected="a .gguf file")
     size = path.stat().st_size
     if size < 24:
         raise FileError(f"{path} is too short for a GGUF file ({size} bytes)")

@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._features import PairLayout
-from .._io.files import FileError, check_exists
+from .._io.files import FileError, check_regular_file
 from .._io.sizes import format_size
 from .._rope.plan import RopeLayer
 from ._forms import Form
@@ -457,11 +457,14 @@ def _tensors(model: Any) -> dict[str, Any]:
     return found
 
 
-def _array(tensors: dict[str, Any], name: str, path: Path, budget: int, numpy_helper: Any) -> Any:
-    tensor = tensors[name]
-    size = math.prod(tensor.dims) * 4
-    if size > budget:
+def _array(graph: _Graph, name: str, numpy_helper: Any) -> Any:
+    """A stored cache as float64 ``(rows, rotary_dim/2)``, its external data read from the
+    model's folder only (:meth:`_Graph._loaded`), and its dtype."""
+    path, tensor = graph.path, graph.tensors[name]
+    size = math.prod(tensor.dims) * 8  # held as float64
+    if size > graph.budget:
         raise FileError(f"{path}: the cache {name!r} ({format_size(size)}) exceeds --max-bytes")
+    tensor = graph._loaded(tensor)
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as exc:  # external data not loaded, unknown types
@@ -566,7 +569,7 @@ def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache | _Computed], int
             "posenc, pip install '.[audit]')"
         ) from None
 
-    check_exists(path)
+    check_regular_file(path, expected="an .onnx file")
     size = path.stat().st_size
     if size > max_bytes:
         raise FileError(f"{path} holds {format_size(size)}, more than --max-bytes")
@@ -595,8 +598,8 @@ def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache | _Computed], int
         if old is not None:
             parts[key] = _replace_nodes(old, (*old.nodes, node.name))
         elif stored:
-            cos, dtype = _array(tensors, cos_name, path, max_bytes, numpy_helper)
-            sin, _ = _array(tensors, sin_name, path, max_bytes, numpy_helper)
+            cos, dtype = _array(graph, cos_name, numpy_helper)
+            sin, _ = _array(graph, sin_name, numpy_helper)
             if cos.shape != sin.shape:
                 raise FileError(
                     f"{path}: node {node.name!r} has cos {cos.shape} and sin {sin.shape} caches"
@@ -611,8 +614,8 @@ def read_onnx(path: Path, max_bytes: int) -> tuple[list[_Cache | _Computed], int
         for name in tensors:
             twin = name.replace("cos", "sin")
             if "cos" in name and twin in tensors and len(tensors[name].dims) == 2:
-                cos, dtype = _array(tensors, name, path, max_bytes, numpy_helper)
-                sin, _ = _array(tensors, twin, path, max_bytes, numpy_helper)
+                cos, dtype = _array(graph, name, numpy_helper)
+                sin, _ = _array(graph, twin, numpy_helper)
                 parts[(name, twin, "", -1)] = _Cache(cos, sin, dtype, None, ())
     if not parts:
         for each in _computed_tables(model, graph):
