@@ -232,16 +232,21 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_positive(name: str, value: Any) -> float:
+    """Return ``value`` as a float; it must be a finite real number > 0."""
+    result = as_float(name, value, "a positive finite number")
+    if not math.isfinite(result) or result <= 0.0:
+        raise ValueError(f"{name} must be a positive finite number, got {result!r}")
+    return result
+
+
 def check_base(name: str, value: Any) -> float:
     """Return ``value`` as a float; it must be a finite real number > 0 (the wavelength base).
 
     A base of 1 is allowed (every frequency is then 1); a base in (0, 1) makes the
     frequencies grow instead of shrink, which is unusual but well defined.
     """
-    result = as_float(name, value, "a positive finite number")
-    if not math.isfinite(result) or result <= 0.0:
-        raise ValueError(f"{name} must be a positive finite number, got {result!r}")
-    return result
+    return check_positive(name, value)
 
 
 def check_real(name: str, value: Any) -> float:

@@ -26,16 +26,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._checks import as_float, check_allocation, check_positions
+from .._checks import check_allocation, check_positions, check_positive
 
 __all__ = ["timestamp_positions"]
-
-
-def _positive(name: str, value: Any) -> float:
-    result = as_float(name, value, "a positive finite number")
-    if not math.isfinite(result) or result <= 0.0:
-        raise ValueError(f"{name} must be a positive finite number, got {result!r}")
-    return result
 
 
 def timestamp_positions(
@@ -76,8 +69,8 @@ def timestamp_positions(
             "timestamps must have shape (..., S): the frames of each window in a row, got a "
             "single number"
         )
-    step = _positive("frame_seconds", frame_seconds)
-    scale = _positive("max_positions", max_positions)
+    step = check_positive("frame_seconds", frame_seconds)
+    scale = check_positive("max_positions", max_positions)
     check_allocation("timestamps", (*tau.shape, 2), 8, 2)
     frames = tau.shape[-1]
     out = np.empty((*tau.shape, 2), dtype=np.float64)

@@ -157,7 +157,7 @@ def _call_form(module: nn.Module) -> str | None:
     return "block" if names == ["block_length"] else None
 
 
-def _copy(module: nn.Module) -> nn.Module:
+def module_copy(module: nn.Module) -> nn.Module:
     """A module of the same class sharing parameters, buffers and submodules, with its own
     registries (binding methods on it leaves ``module`` as it was)."""
     new = copy.copy(module)
@@ -172,7 +172,7 @@ def _bind(module: nn.Module, form: str, bidirectional: bool) -> nn.Module:
     zero = torch.zeros(1, dtype=torch.int64)  # checks the settings, once
     b, n, m = settings
     t5_buckets(zero, bidirectional=b, num_buckets=n, max_distance=m, convention="transformers")
-    new = _copy(module)
+    new = module_copy(module)
     vars(new)["_posenc_bucket_settings"] = settings
     compute = posenc_compute_bias if form == "t5" else posenc_block_bias
     vars(new)["compute_bias"] = types.MethodType(compute, new)

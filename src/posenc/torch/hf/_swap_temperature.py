@@ -24,7 +24,6 @@ scaling) are reported by name and left to the model.
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import types
@@ -39,6 +38,7 @@ from ..._rope.temperature import AttentionTemperature
 from ..._rope.temperature import _make as make_temperature
 from .._temperature import temperature_at
 from ._report import Replaced
+from ._swap_bias import module_copy
 
 __all__ = ["TemperatureForward", "TemperatureScale", "examine_temperatures", "temperature_swapped"]
 
@@ -290,20 +290,10 @@ def _scale_function(temperature: AttentionTemperature) -> Callable[..., torch.Te
 
 
 def _replacement(module: nn.Module, temperature: AttentionTemperature, form: str) -> nn.Module:
-    new = _copy(module)
+    new = module_copy(module)
     if form == "switch":
         vars(new)[_SWITCHES[0]] = False
     vars(new)["forward"] = TemperatureForward(new, temperature, form)
-    return new
-
-
-def _copy(module: nn.Module) -> nn.Module:
-    """A module of the same class sharing parameters, buffers and submodules, with its own
-    registries."""
-    new = copy.copy(module)
-    for key, value in vars(module).items():
-        if isinstance(value, dict):
-            vars(new)[key] = copy.copy(value)
     return new
 
 
@@ -489,7 +479,7 @@ def _examine_buffer(
             f"{float(theirs):.9g}, posenc's {value:.17g} rounded to {theirs.dtype} "
             f"{float(ours):.9g}"
         )
-    new = _copy(module)
+    new = module_copy(module)
     new._buffers[_BUFFER] = ours
     detail = f"scale={value:g} on the {temperature.scales} (its buffer {_BUFFER}, equal)"
     return Replaced("", "temperature", "constant", detail, f"{_BUFFER} by posenc"), new

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..._checks import as_float, check_int
+from ..._checks import as_float, check_int, check_positive
 from ..._positions.timestamps import timestamp_positions
 from ..._rope.multi_axis import multi_axis_frequencies
 from .._checks import as_positions, check_dtype
@@ -77,8 +77,8 @@ class TimestampRotary(nn.Module):
         if dim % 2:
             raise ValueError(f"rotary_dim must be even (pairs of channels), got {dim}")
         self.rotary_dim = dim
-        self.frame_seconds = _positive("frame_seconds", frame_seconds)
-        self.max_positions = _positive("max_positions", max_positions)
+        self.frame_seconds = check_positive("frame_seconds", frame_seconds)
+        self.max_positions = check_positive("max_positions", max_positions)
         self.dtype = check_dtype("dtype", dtype)
         n = dim // 2
         # each axis its own schedule over 2n channels: base^(-2k/rotary_dim); CPU float64
@@ -105,12 +105,12 @@ class TimestampRotary(nn.Module):
         partial = as_float(
             "partial_rotary_factor", params.get("partial_rotary_factor", 1.0), "a number"
         )
-        step = _positive("config.audio_frame_step", getattr(config, "audio_frame_step", None))
+        step = check_positive("config.audio_frame_step", getattr(config, "audio_frame_step", None))
         return cls(
             int(int(head_dim) * partial),
             base=params.get("rope_theta", 10000.0),
             frame_seconds=step * DOWNSAMPLING,
-            max_positions=_positive(
+            max_positions=check_positive(
                 "config.max_position_embeddings", getattr(config, "max_position_embeddings", None)
             ),
         )
@@ -159,13 +159,6 @@ def _coordinates(tau: torch.Tensor, step: float, scale: float) -> torch.Tensor:
     window = torch.round(tau[:, :1] / (step * frames)) / scale
     time = 2.0 * math.pi * torch.arange(frames, device=tau.device, dtype=torch.float64) / scale
     return torch.stack([-2.0 * math.pi * tau * window, -2.0 * math.pi * tau * time], dim=-1)
-
-
-def _positive(name: str, value: Any) -> float:
-    result = as_float(name, value, "a positive finite number")
-    if not math.isfinite(result) or result <= 0.0:
-        raise ValueError(f"{name} must be a positive finite number, got {result!r}")
-    return result
 
 
 # -- recognising and verifying -------------------------------------------------------------------
