@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from .._features import PairLayout
 from .._io.files import FileError
 from .._rope.plan import RopeLayer
 from ._forms import Form
@@ -107,10 +106,6 @@ class ClipRope:
     head_dim: int
     layers: int
     notes: tuple[str, ...]
-
-    @property
-    def pairs(self) -> PairLayout:
-        return "half"
 
     def form(self, axes: tuple[str, ...]) -> Form:
         """The form of every layer, its rows in the order of a plan layer's ``axes`` (each

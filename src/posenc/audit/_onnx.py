@@ -135,7 +135,6 @@ class _Graph:
     def _session(self, outputs: tuple[str, ...]) -> tuple[Any, list[str], dict[str, str]]:
         if outputs in self.sessions:
             return self.sessions[outputs]
-        import onnx
         from onnx import TensorProto, helper
 
         ort = _onnxruntime()
@@ -189,7 +188,6 @@ class _Graph:
                 f"{self.path}: the rotary part cannot be evaluated with onnxruntime "
                 f"({_first_line(exc)})"
             ) from None
-        del onnx
         found = (session, [i.name for i in inputs], named)
         self.sessions[outputs] = found
         return found
